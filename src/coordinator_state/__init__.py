@@ -1,0 +1,38 @@
+"""Apache Kafka's classic group coordinator (KIP-345, KIP-394) as a pure, deterministic state machine.
+
+No Spark, Kafka, pandas, clock or randomness in here: requests and event times in, responses and
+timer deadlines out. `LocalCoordinator` is the whole coordinator in memory; `run_group` is the
+per-group step the Spark job calls with a group's serialised state.
+"""
+
+from .codec import StateFormatError, decode_group, encode_group
+from .config import DEFAULTS, ConfigError, EngineConfig
+from .engine import GroupOutcome, handle_in_group, run_group
+from .errors import Error
+from .group import Group
+from .local import LocalCoordinator
+from .model import GroupState
+from .requests import Invalid, Request, Tick, decode_record, parse_request
+from .responses import invalid_response
+
+__all__ = [
+    "DEFAULTS",
+    "ConfigError",
+    "EngineConfig",
+    "Error",
+    "Group",
+    "GroupOutcome",
+    "GroupState",
+    "Invalid",
+    "LocalCoordinator",
+    "Request",
+    "StateFormatError",
+    "Tick",
+    "decode_group",
+    "decode_record",
+    "encode_group",
+    "handle_in_group",
+    "invalid_response",
+    "parse_request",
+    "run_group",
+]

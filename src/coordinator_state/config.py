@@ -1,0 +1,67 @@
+"""The engine's configuration: Kafka's group.* keys and the coordinator's own (PROTOCOL.md section 6)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULTS: dict[str, int] = {
+    "group.min.session.timeout.ms": 6000,
+    "group.max.session.timeout.ms": 1800000,
+    "group.initial.rebalance.delay.ms": 3000,
+    "group.max.size": 2147483647,
+    "coordinator.lateness.ms": 2000,
+    "coordinator.max.clock.skew.ms": 5000,
+    "coordinator.tick.interval.ms": 1000,
+    "coordinator.empty.group.retention.ms": 604800000,
+}
+
+
+class ConfigError(ValueError):
+    """A configuration value the engine cannot run with."""
+
+
+def _as_int(key: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise ConfigError(f"{key} must be an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise ConfigError(f"{key} must be an integer, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """The settings that change what the engine answers (all durations in milliseconds)."""
+
+    min_session_timeout_ms: int = DEFAULTS["group.min.session.timeout.ms"]
+    max_session_timeout_ms: int = DEFAULTS["group.max.session.timeout.ms"]
+    initial_rebalance_delay_ms: int = DEFAULTS["group.initial.rebalance.delay.ms"]
+    max_size: int = DEFAULTS["group.max.size"]
+    empty_group_retention_ms: int = DEFAULTS["coordinator.empty.group.retention.ms"]
+
+    @classmethod
+    def from_mapping(cls, config: Mapping[str, Any] | None) -> EngineConfig:
+        """Builds the engine's settings from PROTOCOL.md keys; other keys are not the engine's business."""
+        values = dict(DEFAULTS)
+        for key, value in (config or {}).items():
+            if key in DEFAULTS:
+                values[key] = _as_int(key, value)
+        built = cls(
+            min_session_timeout_ms=values["group.min.session.timeout.ms"],
+            max_session_timeout_ms=values["group.max.session.timeout.ms"],
+            initial_rebalance_delay_ms=values["group.initial.rebalance.delay.ms"],
+            max_size=values["group.max.size"],
+            empty_group_retention_ms=values["coordinator.empty.group.retention.ms"],
+        )
+        for name in ("initial_rebalance_delay_ms", "empty_group_retention_ms"):
+            if getattr(built, name) < 0:
+                raise ConfigError(f"{name} must be >= 0")
+        if built.max_size < 1:
+            raise ConfigError("group.max.size must be >= 1")
+        return built

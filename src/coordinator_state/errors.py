@@ -1,0 +1,25 @@
+"""Kafka's error codes, as the coordinator answers them (PROTOCOL.md section 3)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Error(IntEnum):
+    """An error a response carries: the name is Kafka's, the value its wire code."""
+
+    NONE = 0
+    UNKNOWN_SERVER_ERROR = -1
+    COORDINATOR_NOT_AVAILABLE = 15
+    ILLEGAL_GENERATION = 22
+    INCONSISTENT_GROUP_PROTOCOL = 23
+    INVALID_GROUP_ID = 24
+    UNKNOWN_MEMBER_ID = 25
+    INVALID_SESSION_TIMEOUT = 26
+    REBALANCE_IN_PROGRESS = 27
+    UNSUPPORTED_VERSION = 35
+    INVALID_REQUEST = 42
+    GROUP_ID_NOT_FOUND = 69
+    MEMBER_ID_REQUIRED = 79
+    GROUP_MAX_SIZE_REACHED = 81
+    FENCED_INSTANCE_ID = 82

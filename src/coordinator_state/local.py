@@ -1,0 +1,89 @@
+"""`LocalCoordinator`: the engine with no Spark, for tests, conformance suites and local replay (PROTOCOL.md 7)."""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from .config import EngineConfig
+from .engine import handle_in_group
+from .group import Group
+from .requests import Invalid, Tick, parse_request
+from .responses import Response, invalid_response
+
+
+class LocalCoordinator:
+    """Every group in memory; `handle` moves one group's clock, `advance_to` everyone's."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+        self.config = EngineConfig.from_mapping(config)
+        self.groups: dict[str, Group] = {}
+        self.counters: Counter[str] = Counter()
+        self.invalid: list[Invalid] = []
+        self._clock = 0
+        # Each group's earliest deadline, lazily: an entry is live while it equals _queued[group_id].
+        self._queue: list[tuple[int, int, str]] = []
+        self._queued: dict[str, int] = {}
+        self._queue_seq = 0
+
+    def handle(self, request: Any) -> list[Response]:
+        """Processes one request envelope; never raises, whatever `request` is."""
+        parsed = parse_request(request)
+        if isinstance(parsed, Tick):
+            return []
+        if isinstance(parsed, Invalid):
+            self.counters["invalid_records"] += 1
+            self.invalid.append(parsed)
+            response = invalid_response(parsed)
+            return [] if response is None else [response]
+        self.counters["requests"] += 1
+        if parsed.timestamp_ms < self._clock:
+            self.counters["late_requests"] += 1
+        group_id = parsed.group_id
+        group, responses = handle_in_group(
+            self.groups.get(group_id), parsed, max(parsed.timestamp_ms, self._clock), self.config)
+        self._store(group_id, group)
+        return responses
+
+    def advance_to(self, ts_ms: int) -> list[Response]:
+        """Fires every timer with deadline <= ts_ms, across groups in deadline order."""
+        self._clock = max(self._clock, ts_ms)
+        responses: list[Response] = []
+        queue = self._queue
+        while queue and queue[0][0] <= ts_ms:
+            deadline, _, group_id = heapq.heappop(queue)
+            if self._queued.get(group_id) != deadline:
+                continue
+            del self._queued[group_id]
+            group = self.groups[group_id]
+            due = group.next_deadline()
+            if due is not None and due <= ts_ms:
+                group.fire_due(due)
+                responses += group.drain()
+            self._store(group_id, None if group.removed else group)
+        return responses
+
+    def describe(self, group_id: str) -> dict[str, Any] | None:
+        group = self.groups.get(group_id)
+        return None if group is None else group.snapshot()
+
+    def next_deadline(self) -> int | None:
+        """The earliest timer deadline of any group (None when no timer is set)."""
+        deadlines = [d for g in self.groups.values() if (d := g.next_deadline()) is not None]
+        return min(deadlines, default=None)
+
+    def _store(self, group_id: str, group: Group | None) -> None:
+        if group is None:
+            if self.groups.pop(group_id, None) is not None:
+                self.counters["groups_removed"] += 1
+            self._queued.pop(group_id, None)
+            return
+        self.groups[group_id] = group
+        deadline = group.next_deadline()
+        queued = self._queued.get(group_id)
+        if deadline is not None and (queued is None or deadline < queued):
+            self._queued[group_id] = deadline
+            self._queue_seq += 1
+            heapq.heappush(self._queue, (deadline, self._queue_seq, group_id))

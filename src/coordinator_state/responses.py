@@ -1,0 +1,108 @@
+"""Response envelopes and bodies (PROTOCOL.md section 3, SEMANTICS.md section 9).
+
+Every body has every field its version defines, with Kafka's defaults where a case sets nothing,
+and none of the fields its version does not define.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .errors import Error
+from .requests import Invalid, Reply
+
+Response = dict[str, Any]
+EMPTY_BYTES = ""
+
+
+def envelope(reply: Reply, group_id: str | None, timestamp_ms: int | None, body: dict[str, Any]) -> Response:
+    """Wraps a body in the response envelope that routes it back to the requester."""
+    return {
+        "api": reply.api,
+        "version": reply.version,
+        "correlation_id": reply.correlation_id,
+        "client_id": reply.client_id,
+        "reply_to": reply.reply_to,
+        "group_id": group_id,
+        "timestamp_ms": timestamp_ms,
+        "body": body,
+    }
+
+
+def error_body(error: Error) -> dict[str, Any]:
+    return {"error_code": int(error), "error": error.name}
+
+
+def join_body(
+    version: int,
+    error: Error,
+    *,
+    generation_id: int = -1,
+    protocol_type: str | None = None,
+    protocol_name: str | None = None,
+    leader: str = "",
+    member_id: str = "",
+    members: Sequence[tuple[str, str | None, str]] = (),
+    skip_assignment: bool = False,
+) -> dict[str, Any]:
+    """A JoinGroup body; `members` holds (member_id, group_instance_id, metadata) for the leader."""
+    body: dict[str, Any] = {"error_code": int(error), "error": error.name, "generation_id": generation_id}
+    if version >= 7:
+        body["protocol_type"] = protocol_type
+        body["protocol_name"] = protocol_name
+    else:
+        body["protocol_name"] = "" if protocol_name is None else protocol_name
+    body["leader"] = leader
+    if version >= 9:
+        body["skip_assignment"] = skip_assignment
+    body["member_id"] = member_id
+    if version >= 5:
+        body["members"] = [{"member_id": m, "group_instance_id": i, "metadata": meta} for m, i, meta in members]
+    else:
+        body["members"] = [{"member_id": m, "metadata": meta} for m, _, meta in members]
+    return body
+
+
+def sync_body(
+    version: int,
+    error: Error,
+    *,
+    assignment: str = EMPTY_BYTES,
+    protocol_type: str | None = None,
+    protocol_name: str | None = None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"error_code": int(error), "error": error.name}
+    if version >= 5:
+        body["protocol_type"] = protocol_type
+        body["protocol_name"] = protocol_name
+    body["assignment"] = assignment
+    return body
+
+
+def leave_body(version: int, error: Error, members: Sequence[tuple[str, str | None, Error]] = ()) -> dict[str, Any]:
+    """A LeaveGroup body; `members` holds (member_id, group_instance_id, error) per request entry (v3+)."""
+    body: dict[str, Any] = {"error_code": int(error), "error": error.name}
+    if version >= 3:
+        body["members"] = [
+            {"member_id": m, "group_instance_id": i, "error_code": int(e), "error": e.name} for m, i, e in members
+        ]
+    return body
+
+
+def error_response_body(api: str, version: int, error: Error, member_id: str = "") -> dict[str, Any]:
+    """The default body of `api` at `version` carrying `error` (SEMANTICS.md 9.1)."""
+    if api == "JoinGroup":
+        return join_body(version, error, member_id=member_id)
+    if api == "SyncGroup":
+        return sync_body(version, error)
+    if api == "LeaveGroup":
+        return leave_body(version, error)
+    return error_body(error)
+
+
+def invalid_response(invalid: Invalid) -> Response | None:
+    """The answer to a record that is not a valid request, or None when it names no reply_to."""
+    if invalid.reply is None:
+        return None
+    return envelope(invalid.reply, invalid.group_id, invalid.timestamp_ms, error_body(invalid.error))

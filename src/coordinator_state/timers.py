@@ -1,0 +1,92 @@
+"""A group's timers: keyed, replaceable, fired in (deadline, scheduling order).
+
+Keys are stable (`heartbeat` + member id, `join`, `sync`, `retention`), so scheduling under a key
+that has a timer replaces it and cancelling a missing key is a no-op (SEMANTICS.md T4). The heap
+keeps stale entries and skips them lazily; `entries` is the truth and is what gets serialised, with
+each timer's sequence number, so the tie order survives a trip through the state store.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class TimerKind(StrEnum):
+    HEARTBEAT = "heartbeat"  # session expiry of a member, or expiry of a pending member id
+    JOIN = "join"  # initial rebalance delay, or rebalance timeout
+    SYNC = "sync"  # pending-sync timeout
+    RETENTION = "retention"  # removal of a group left Empty
+
+
+TimerKey = tuple[TimerKind, str]
+
+
+@dataclass(slots=True)
+class Timer:
+    kind: TimerKind
+    target: str  # member id for HEARTBEAT, "" otherwise
+    deadline: int
+    seq: int
+    # JOIN: (delay, remaining) of an initial delay, () for a rebalance timeout; SYNC: (generation,)
+    payload: tuple[int, ...] = ()
+
+
+@dataclass(slots=True)
+class Timers:
+    entries: dict[TimerKey, Timer] = field(default_factory=dict)
+    heap: list[tuple[int, int, TimerKey]] = field(default_factory=list)
+    next_seq: int = 0
+
+    def schedule(self, kind: TimerKind, target: str, deadline: int, payload: tuple[int, ...] = ()) -> None:
+        key = (kind, target)
+        seq = self.next_seq
+        self.next_seq += 1
+        self.entries[key] = Timer(kind, target, deadline, seq, payload)
+        heapq.heappush(self.heap, (deadline, seq, key))
+        if len(self.heap) > 2 * len(self.entries) + 32:
+            self._compact()
+
+    def cancel(self, kind: TimerKind, target: str = "") -> None:
+        self.entries.pop((kind, target), None)
+
+    def get(self, kind: TimerKind, target: str = "") -> Timer | None:
+        return self.entries.get((kind, target))
+
+    def next_deadline(self) -> int | None:
+        heap = self.heap
+        entries = self.entries
+        while heap:
+            deadline, seq, key = heap[0]
+            timer = entries.get(key)
+            if timer is not None and timer.seq == seq:
+                return deadline
+            heapq.heappop(heap)
+        return None
+
+    def pop_due(self, now: int) -> Timer | None:
+        """Removes and returns the first timer with deadline <= now, if any."""
+        deadline = self.next_deadline()
+        if deadline is None or deadline > now:
+            return None
+        _, _, key = heapq.heappop(self.heap)
+        return self.entries.pop(key)
+
+    def _compact(self) -> None:
+        self.heap = [(t.deadline, t.seq, key) for key, t in self.entries.items()]
+        heapq.heapify(self.heap)
+
+    def to_json(self) -> list[Any]:
+        return [self.next_seq, [[t.kind.value, t.target, t.deadline, t.seq, list(t.payload)]
+                                for t in sorted(self.entries.values(), key=lambda t: t.seq)]]
+
+    @classmethod
+    def from_json(cls, data: list[Any]) -> Timers:
+        timers = cls(next_seq=int(data[0]))
+        for kind, target, deadline, seq, payload in data[1]:
+            timer = Timer(TimerKind(kind), target, int(deadline), int(seq), tuple(int(p) for p in payload))
+            timers.entries[(timer.kind, target)] = timer
+        timers._compact()
+        return timers
