@@ -1,0 +1,449 @@
+"""A consumer-group member that speaks the classic group protocol, sans I/O.
+
+Theory of operation: the member owns no socket, thread or clock. The caller gives it time with
+`poll(now_ms)`, which returns the request envelopes (PROTOCOL.md section 2) to send now, and hands it
+every response envelope with `on_response(envelope)`; `next_deadline()` says when `poll` next has work.
+Times a response sets (a backoff, the next heartbeat) count from the clock of the last `poll`, so a
+driver polls before it delivers. The same code runs in simulated time and in real time.
+
+It does what Kafka's Java consumer (`AbstractCoordinator` / `ConsumerCoordinator`, eager protocols)
+does: JoinGroup v9 (rejoin with the given id on MEMBER_ID_REQUIRED), SyncGroup v5 (the leader runs the
+assignor named by the selected protocol; with `skip_assignment` a returning static leader keeps what it
+has), Heartbeat v4 every `heartbeat_interval_ms` while syncing or stable, LeaveGroup v5 on `close()`.
+Before rejoining it gives up its partitions (`on_revoked`, or `on_lost` when its generation was reset).
+How each error is answered is the `_REACTIONS` table; an error not in it is fatal (state FAILED, as
+the Java consumer raises FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED, INCONSISTENT_GROUP_PROTOCOL... to
+the application). A response is acted on only if its correlation id is in flight, so a late answer to
+a timed-out request and a duplicate delivered by the at-least-once sink are both dropped (`dropped`).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from .assignors import ASSIGNORS, MemberSubscription
+from .consumer_protocol import (
+    PROTOCOL_TYPE,
+    Assignment,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+    from_base64,
+    to_base64,
+)
+
+API_VERSIONS = {"JoinGroup": 9, "SyncGroup": 5, "Heartbeat": 4, "LeaveGroup": 5}
+NO_GENERATION = -1
+# Kafka's JOIN_GROUP_TIMEOUT_LAPSE: a JoinGroup may be parked for the whole rebalance timeout.
+JOIN_TIMEOUT_LAPSE_MS = 5000
+INT32_MAX = 2**31 - 1
+
+Listener = Callable[[Assignment], None]
+
+
+class MemberState(Enum):
+    """Where the member is in the join/sync cycle."""
+
+    UNJOINED = "unjoined"  # a JoinGroup is due at the join deadline
+    JOINING = "joining"  # a JoinGroup is in flight
+    SYNCING = "syncing"  # a SyncGroup is due or in flight; heartbeats run
+    STABLE = "stable"  # the assignment is held; heartbeats run
+    CLOSED = "closed"  # closed by the application (a LeaveGroup may still be due)
+    FAILED = "failed"  # stopped by a fatal error, e.g. FENCED_INSTANCE_ID
+
+
+_TRANSITIONS: dict[MemberState, frozenset[MemberState]] = {
+    MemberState.UNJOINED: frozenset({MemberState.JOINING, MemberState.CLOSED}),
+    MemberState.JOINING: frozenset({MemberState.UNJOINED, MemberState.SYNCING, MemberState.CLOSED,
+                                    MemberState.FAILED}),
+    MemberState.SYNCING: frozenset({MemberState.UNJOINED, MemberState.STABLE, MemberState.CLOSED,
+                                    MemberState.FAILED}),
+    MemberState.STABLE: frozenset({MemberState.UNJOINED, MemberState.CLOSED, MemberState.FAILED}),
+    MemberState.CLOSED: frozenset(),
+    MemberState.FAILED: frozenset(),
+}
+
+
+class Reaction(Enum):
+    """What the member does with an error (or a timed-out request)."""
+
+    ADOPT_MEMBER_ID = "adopt member id"  # KIP-394: rejoin at once with the id the coordinator gave
+    REJOIN = "rejoin"  # revoke, rejoin at once with the same member id and generation
+    REJOIN_LATER = "rejoin after backoff"
+    RESET_GENERATION = "reset generation"  # partitions lost; rejoin at once keeping the member id
+    RESET_MEMBER_ID = "reset member id"  # partitions lost; rejoin at once as a new member
+    RETRY_HEARTBEAT = "heartbeat after backoff"
+    IGNORE = "ignore"
+
+
+# (api, error) -> reaction. NONE is handled per api (`_SUCCESS`); any error not listed is fatal.
+# "TIMEOUT" stands for no answer within the request timeout.
+_REACTIONS: dict[tuple[str, str], Reaction] = {
+    ("JoinGroup", "MEMBER_ID_REQUIRED"): Reaction.ADOPT_MEMBER_ID,
+    ("JoinGroup", "UNKNOWN_MEMBER_ID"): Reaction.RESET_MEMBER_ID,
+    ("JoinGroup", "ILLEGAL_GENERATION"): Reaction.RESET_GENERATION,
+    ("JoinGroup", "REBALANCE_IN_PROGRESS"): Reaction.REJOIN_LATER,
+    ("JoinGroup", "COORDINATOR_NOT_AVAILABLE"): Reaction.REJOIN_LATER,
+    ("JoinGroup", "TIMEOUT"): Reaction.REJOIN_LATER,
+    ("SyncGroup", "REBALANCE_IN_PROGRESS"): Reaction.REJOIN,
+    ("SyncGroup", "ILLEGAL_GENERATION"): Reaction.RESET_GENERATION,
+    ("SyncGroup", "UNKNOWN_MEMBER_ID"): Reaction.RESET_MEMBER_ID,
+    ("SyncGroup", "COORDINATOR_NOT_AVAILABLE"): Reaction.REJOIN_LATER,
+    ("SyncGroup", "TIMEOUT"): Reaction.REJOIN_LATER,
+    ("Heartbeat", "REBALANCE_IN_PROGRESS"): Reaction.REJOIN,
+    ("Heartbeat", "ILLEGAL_GENERATION"): Reaction.RESET_GENERATION,
+    ("Heartbeat", "UNKNOWN_MEMBER_ID"): Reaction.RESET_MEMBER_ID,
+    ("Heartbeat", "COORDINATOR_NOT_AVAILABLE"): Reaction.RETRY_HEARTBEAT,
+    ("Heartbeat", "TIMEOUT"): Reaction.RETRY_HEARTBEAT,
+}
+# Why the member rejoins, sent as JoinGroup v8+ `reason` (KIP-800).
+_REJOIN_REASONS: dict[Reaction, str] = {
+    Reaction.ADOPT_MEMBER_ID: "need to re-join with the given member-id",
+    Reaction.REJOIN: "group is rebalancing",
+    Reaction.REJOIN_LATER: "retrying the join",
+    Reaction.RESET_GENERATION: "generation reset",
+    Reaction.RESET_MEMBER_ID: "member id reset",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class MemberConfig:
+    """A consumer's group settings (Kafka's consumer config, in milliseconds)."""
+
+    group_id: str
+    client_id: str
+    topics: tuple[str, ...]
+    topic_partitions: Mapping[str, int]  # the metadata the leader assigns from
+    group_instance_id: str | None = None  # group.instance.id: None = dynamic member
+    session_timeout_ms: int = 45000
+    heartbeat_interval_ms: int = 3000
+    rebalance_timeout_ms: int = 300000  # max.poll.interval.ms
+    request_timeout_ms: int = 30000
+    retry_backoff_ms: int = 100
+    assignors: tuple[str, ...] = ("range",)  # partition.assignment.strategy, in preference order
+    client_host: str = "/127.0.0.1"
+
+    def __post_init__(self) -> None:
+        unknown = [name for name in self.assignors if name not in ASSIGNORS]
+        if unknown or not self.assignors:
+            raise ValueError(f"assignors must be among {sorted(ASSIGNORS)}, got {list(self.assignors)}")
+        if not 0 < self.heartbeat_interval_ms < self.session_timeout_ms:
+            raise ValueError("heartbeat_interval_ms must be positive and below session_timeout_ms")
+
+
+def new_reply_to(client_id: str, suffix: str | None = None) -> str:
+    """A routing key unique to this process incarnation: the client id plus a random (or given) suffix."""
+    return f"{client_id}-{suffix if suffix is not None else secrets.token_hex(6)}"
+
+
+@dataclass(slots=True)
+class _InFlight:
+    api: str
+    deadline_ms: int
+    generation_id: int
+    member_id: str
+
+
+@dataclass(slots=True)
+class MemberStats:
+    """Counters a harness reads: requests sent by api, responses by error name, drops and timeouts."""
+
+    sent: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    dropped: int = 0
+    timeouts: int = 0
+
+
+class GroupMember:
+    """One consumer process in a group (one incarnation: a restart is a new `GroupMember`)."""
+
+    def __init__(
+        self,
+        config: MemberConfig,
+        reply_to: str,
+        *,
+        on_assigned: Listener | None = None,
+        on_revoked: Listener | None = None,
+        on_lost: Listener | None = None,
+    ) -> None:
+        self.config = config
+        self.reply_to = reply_to
+        self._on_assigned = on_assigned
+        self._on_revoked = on_revoked
+        self._on_lost = on_lost
+        self.state = MemberState.UNJOINED
+        self.member_id = ""
+        self.generation_id = NO_GENERATION
+        self.protocol_name: str | None = None
+        self.leader = ""
+        self.assignment = Assignment(frozenset())
+        self.fatal_error: str | None = None
+        self.leave_result: str | None = None
+        self.stats = MemberStats()
+        self._now = 0
+        self._correlation_id = 0
+        self._in_flight: dict[int, _InFlight] = {}
+        self._join_at: int | None = 0  # UNJOINED: when to send JoinGroup
+        self._join_reason: str | None = None
+        self._sync_assignments: list[dict[str, str]] | None = None  # SYNCING: the SyncGroup to send
+        self._heartbeat_at: int | None = None
+        self._leave_due = False
+
+    # ------------------------------------------------------------------ driving
+
+    @property
+    def done(self) -> bool:
+        """Closed or failed, with nothing left to send."""
+        return self.state in (MemberState.CLOSED, MemberState.FAILED) and not self._leave_due
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether the last completed join made this member the leader."""
+        return bool(self.member_id) and self.leader == self.member_id
+
+    def poll(self, now_ms: int) -> list[dict[str, Any]]:
+        """Moves the member's clock to `now_ms` and returns the request envelopes to send now."""
+        self._now = max(self._now, now_ms)
+        self._expire_requests()
+        out: list[dict[str, Any]] = []
+        if self._leave_due:
+            self._leave_due = False
+            out.append(self._leave_request())
+        if self.state is MemberState.UNJOINED and self._join_at is not None and self._join_at <= self._now:
+            self._join_at = None
+            self._transition(MemberState.JOINING)
+            out.append(self._join_request())
+        if self.state is MemberState.SYNCING and self._sync_assignments is not None:
+            out.append(self._sync_request(self._sync_assignments))
+            self._sync_assignments = None
+        if (self.state in (MemberState.SYNCING, MemberState.STABLE)
+                and self._heartbeat_at is not None and self._heartbeat_at <= self._now):
+            self._heartbeat_at = self._now + self.config.heartbeat_interval_ms
+            out.append(self._heartbeat_request())
+        return out
+
+    def next_deadline(self) -> int | None:
+        """The earliest time at which `poll` has something to do, or None if nothing is pending."""
+        deadlines = [entry.deadline_ms for entry in self._in_flight.values()]
+        if self._leave_due or (self.state is MemberState.SYNCING and self._sync_assignments is not None):
+            deadlines.append(self._now)
+        if self.state is MemberState.UNJOINED and self._join_at is not None:
+            deadlines.append(self._join_at)
+        if self.state in (MemberState.SYNCING, MemberState.STABLE) and self._heartbeat_at is not None:
+            deadlines.append(self._heartbeat_at)
+        return min(deadlines, default=None)
+
+    def on_response(self, envelope: Mapping[str, Any]) -> None:
+        """Takes one response envelope; anything not answering a request in flight is dropped."""
+        correlation_id = envelope.get("correlation_id", -1)
+        entry = self._in_flight.get(correlation_id) if isinstance(correlation_id, int) else None
+        if entry is None or envelope.get("reply_to") != self.reply_to or envelope.get("api") != entry.api:
+            self.stats.dropped += 1
+            return
+        del self._in_flight[correlation_id]
+        body = envelope.get("body") or {}
+        error = str(body.get("error", "UNKNOWN_SERVER_ERROR"))
+        self.stats.errors[error] = self.stats.errors.get(error, 0) + 1
+        if entry.api == "LeaveGroup":
+            entries = body.get("members") or [{}]
+            self.leave_result = str(entries[0].get("error", error)) if error == "NONE" else error
+        elif error != "NONE":
+            self._on_error(entry, error, body)
+        elif entry.api in _SUCCESS:
+            _SUCCESS[entry.api](self, body)
+
+    def close(self, leave_group: bool | None = None) -> None:
+        """Stops the member, giving up its partitions.
+
+        A LeaveGroup goes out at the next `poll` for a dynamic member, and for a static member only
+        with `leave_group=True` (it leaves for good; KIP-345 static members otherwise just stop and
+        keep their place until the session times out). `leave_group=False` never sends one.
+        """
+        if self.state in (MemberState.CLOSED, MemberState.FAILED):
+            return
+        if leave_group is None:
+            leave_group = self.config.group_instance_id is None
+        self._give_up_partitions(lost=False)
+        self._forget_in_flight("JoinGroup", "SyncGroup", "Heartbeat")
+        self._leave_due = leave_group and bool(self.member_id)
+        self._transition(MemberState.CLOSED)
+
+    # ------------------------------------------------------------------ responses
+
+    def _on_join_ok(self, body: Mapping[str, Any]) -> None:
+        self.member_id = str(body["member_id"])
+        self.generation_id = int(body["generation_id"])
+        self.protocol_name = body.get("protocol_name")
+        self.leader = str(body.get("leader", ""))
+        assignments: list[dict[str, str]] = []
+        if self.is_leader and not body.get("skip_assignment", False):
+            assignments = self._assign(body.get("members") or [])
+        self._sync_assignments = assignments
+        if self._heartbeat_at is None:
+            self._heartbeat_at = self._now + self.config.heartbeat_interval_ms
+        self._transition(MemberState.SYNCING)
+
+    def _on_sync_ok(self, body: Mapping[str, Any]) -> None:
+        self.assignment = decode_assignment(from_base64(str(body.get("assignment", ""))))
+        self._heartbeat_at = self._now + self.config.heartbeat_interval_ms
+        self._transition(MemberState.STABLE)
+        if self._on_assigned is not None:
+            self._on_assigned(self.assignment)
+
+    def _on_error(self, entry: _InFlight, error: str, body: Mapping[str, Any]) -> None:
+        reaction = _REACTIONS.get((entry.api, error))
+        if entry.api == "Heartbeat" and not self._heartbeat_is_current(entry, error):
+            reaction = Reaction.IGNORE
+        if reaction is None:
+            self._fail(error)
+        else:
+            self._react(reaction, str(body.get("member_id", "")))
+
+    def _heartbeat_is_current(self, entry: _InFlight, error: str) -> bool:
+        """Kafka acts on a heartbeat error only for the generation it was sent in; a rebalance
+        notice is moot while syncing (the SyncGroup answer will say)."""
+        if self.state not in (MemberState.SYNCING, MemberState.STABLE):
+            return False
+        if (entry.generation_id, entry.member_id) != (self.generation_id, self.member_id):
+            return False
+        return not (error == "REBALANCE_IN_PROGRESS" and self.state is MemberState.SYNCING)
+
+    def _react(self, reaction: Reaction, given_member_id: str = "") -> None:
+        if reaction is Reaction.IGNORE:
+            return
+        if reaction is Reaction.RETRY_HEARTBEAT:
+            self._heartbeat_at = self._now + self.config.retry_backoff_ms
+            return
+        lost = reaction in (Reaction.RESET_GENERATION, Reaction.RESET_MEMBER_ID)
+        self._give_up_partitions(lost=lost)
+        if lost:
+            self.generation_id = NO_GENERATION
+        if reaction is Reaction.RESET_MEMBER_ID:
+            self.member_id = ""
+        elif reaction is Reaction.ADOPT_MEMBER_ID:
+            self.member_id = given_member_id
+        self._forget_in_flight("JoinGroup", "SyncGroup")
+        self._join_reason = _REJOIN_REASONS[reaction]
+        delay = self.config.retry_backoff_ms if reaction is Reaction.REJOIN_LATER else 0
+        self._join_at = self._now + delay
+        self._sync_assignments = None
+        self._heartbeat_at = None
+        self._transition(MemberState.UNJOINED)
+
+    def _fail(self, error: str) -> None:
+        self.fatal_error = error
+        self._give_up_partitions(lost=True)
+        self._forget_in_flight("JoinGroup", "SyncGroup", "Heartbeat")
+        self._transition(MemberState.FAILED)
+
+    def _forget_in_flight(self, *apis: str) -> None:
+        """Stops waiting for these requests: their answers, if they come, are dropped."""
+        for correlation_id in [c for c, entry in self._in_flight.items() if entry.api in apis]:
+            del self._in_flight[correlation_id]
+
+    def _give_up_partitions(self, *, lost: bool) -> None:
+        if self.state is not MemberState.STABLE:
+            return
+        held, self.assignment = self.assignment, Assignment(frozenset())
+        listener = self._on_lost if lost else self._on_revoked
+        if listener is not None:
+            listener(held)
+
+    def _expire_requests(self) -> None:
+        for correlation_id, entry in sorted(self._in_flight.items()):
+            if entry.deadline_ms > self._now:
+                continue
+            if correlation_id not in self._in_flight:
+                continue  # forgotten by an earlier timeout's rejoin
+            del self._in_flight[correlation_id]
+            self.stats.timeouts += 1
+            if entry.api != "LeaveGroup":
+                self._react(_REACTIONS[(entry.api, "TIMEOUT")])
+
+    def _assign(self, members: list[Mapping[str, Any]]) -> list[dict[str, str]]:
+        """The leader's work: decode every subscription and run the selected assignor."""
+        subscriptions = [
+            MemberSubscription(str(m["member_id"]), m.get("group_instance_id"),
+                               decode_subscription(from_base64(str(m["metadata"]))).topics)
+            for m in members
+        ]
+        assignor = ASSIGNORS[self.protocol_name or self.config.assignors[0]]
+        result = assignor(subscriptions, self.config.topic_partitions)
+        return [{"member_id": member_id, "assignment": to_base64(encode_assignment(assignment))}
+                for member_id, assignment in sorted(result.items())]
+
+    def _transition(self, target: MemberState) -> None:
+        if target not in _TRANSITIONS[self.state]:
+            raise RuntimeError(f"{self.reply_to}: illegal transition {self.state.name} -> {target.name}")
+        self.state = target
+
+    # ------------------------------------------------------------------ requests
+
+    def _envelope(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
+        correlation_id = self._correlation_id
+        self._correlation_id = (self._correlation_id + 1) % (INT32_MAX + 1)
+        timeout = self.config.request_timeout_ms
+        if api in ("JoinGroup", "SyncGroup"):
+            timeout = max(timeout, self.config.rebalance_timeout_ms + JOIN_TIMEOUT_LAPSE_MS)
+        self._in_flight[correlation_id] = _InFlight(api, self._now + timeout, self.generation_id,
+                                                    self.member_id)
+        self.stats.sent[api] = self.stats.sent.get(api, 0) + 1
+        return {
+            "api": api,
+            "version": API_VERSIONS[api],
+            "correlation_id": correlation_id,
+            "client_id": self.config.client_id,
+            "client_host": self.config.client_host,
+            "reply_to": self.reply_to,
+            "timestamp_ms": self._now,
+            "body": {"group_id": self.config.group_id, **body},
+        }
+
+    def _join_request(self) -> dict[str, Any]:
+        metadata = to_base64(encode_subscription(Subscription(self.config.topics)))
+        return self._envelope("JoinGroup", {
+            "session_timeout_ms": self.config.session_timeout_ms,
+            "rebalance_timeout_ms": self.config.rebalance_timeout_ms,
+            "member_id": self.member_id,
+            "group_instance_id": self.config.group_instance_id,
+            "protocol_type": PROTOCOL_TYPE,
+            "protocols": [{"name": name, "metadata": metadata} for name in self.config.assignors],
+            "reason": self._join_reason,
+        })
+
+    def _sync_request(self, assignments: list[dict[str, str]]) -> dict[str, Any]:
+        return self._envelope("SyncGroup", {
+            "generation_id": self.generation_id,
+            "member_id": self.member_id,
+            "group_instance_id": self.config.group_instance_id,
+            "protocol_type": PROTOCOL_TYPE,
+            "protocol_name": self.protocol_name,
+            "assignments": assignments,
+        })
+
+    def _heartbeat_request(self) -> dict[str, Any]:
+        return self._envelope("Heartbeat", {
+            "generation_id": self.generation_id,
+            "member_id": self.member_id,
+            "group_instance_id": self.config.group_instance_id,
+        })
+
+    def _leave_request(self) -> dict[str, Any]:
+        return self._envelope("LeaveGroup", {"members": [{
+            "member_id": self.member_id,
+            "group_instance_id": self.config.group_instance_id,
+            "reason": "the consumer is being closed",
+        }]})
+
+
+# What a NONE answer does; a successful Heartbeat or LeaveGroup changes nothing on the member.
+_SUCCESS: dict[str, Callable[[GroupMember, Mapping[str, Any]], None]] = {
+    "JoinGroup": GroupMember._on_join_ok,
+    "SyncGroup": GroupMember._on_sync_ok,
+}
