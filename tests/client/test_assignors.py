@@ -62,9 +62,10 @@ def test_a_restarted_static_member_keeps_its_partitions(
     instances: list[str], partitions: int, rng: random.Random, name: str
 ) -> None:
     # KIP-345: every member restarts with a new member id; the assignment per instance id is unchanged.
+    # (Member ids unrelated to instance ids, so that sorting by member id would reorder them.)
     assign = ASSIGNORS[name]
-    before = [member(f"{i}-{rng.random()}", "t", instance=i) for i in instances]
-    after = [member(f"{i}-{rng.random()}", "t", instance=i) for i in instances]
+    before = [member(f"m-{rng.random()}-{k}", "t", instance=i) for k, i in enumerate(instances)]
+    after = [member(f"m-{rng.random()}-{k}", "t", instance=i) for k, i in enumerate(instances)]
     rng.shuffle(after)
     first, second = assign(before, {"t": partitions}), assign(after, {"t": partitions})
     assert {m.group_instance_id: first[m.member_id] for m in before} == {
