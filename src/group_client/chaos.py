@@ -1,0 +1,391 @@
+"""Chaos harness: real `GroupMember`s against the engine, with faults injected, measured in a report.
+
+Theory of operation: the run is discrete-event simulation on `SimTransport`'s clock. At each instant the
+harness applies the faults due, then pumps every live process (poll, send, deliver its responses) until
+nobody has anything more to say, then jumps to the next instant: the earliest member deadline, tick, fault
+or pause end. Phases: warm-up (members start within `start_jitter_ms`) until the group is first stable
+(Stable, every member in it, every process stable in the current generation); the scenario's faults,
+timed from then; `settle_ms` of quiet; the end of the run, where the figures are taken; then a drain that
+keeps the members running until every request has been answered (or `drain_limit_ms`). Everything random
+comes from one RNG seeded with `seed`, so a config gives one report.
+
+Coordinator restart in simulation: nothing is serialized. The same `LocalCoordinator` stands for the
+state restored from the checkpoint; the outage is a pause of the engine during which requests wait in the
+request log and no ticks are written, and the restarted job re-delivers its last responses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import heapq
+import json
+import random
+import sys
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .consumer_protocol import Assignment
+from .ledger import Ledger, ProcessKey
+from .member import GroupMember, MemberConfig, MemberState, new_reply_to
+from .scenarios import SCENARIOS, Action, ChaosConfigError, build_actions, is_static, normalize_config
+from .transport import SimTransport
+
+# Passes of the pump at one instant before the harness calls it a livelock.
+MAX_PASSES = 100
+
+
+class HarnessError(RuntimeError):
+    """The harness itself failed (not a finding about the coordinator)."""
+
+
+@dataclass(slots=True)
+class _Process:
+    key: ProcessKey
+    member: GroupMember
+    paused_until: int | None = None
+
+
+class _ChaosRun:
+    """One run: the transport, the processes, the fault queue and the ledger."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.rng = random.Random(config["seed"])
+        self.transport = SimTransport(
+            config["coordinator_config"],
+            lateness_ms=config["lateness_ms"],
+            start_ms=config["start_ms"],
+            tick_interval_ms=config["tick_interval_ms"],
+            duplicate_probability=config["duplicate_probability"],
+            seed=self.rng.getrandbits(32),
+        )
+        partitions = tuple(sorted((t, p) for t, n in config["topics"].items() for p in range(n)))
+        self.ledger = Ledger(partitions)
+        self.now = config["start_ms"]
+        self.processes: dict[ProcessKey, _Process] = {}
+        self.incarnations: dict[int, int] = {}
+        self.retired: list[GroupMember] = []
+        self.queue: list[tuple[int, int, Action]] = []
+        self.scheduled = 0
+        self.stable_at: int | None = None
+        self.end_at: int | None = None
+        self.generation_at: dict[str, int] = {}  # "stable" / "end" -> the group's generation then
+        self.notes: list[str] = []
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> dict[str, Any]:
+        config = self.config
+        for slot in range(config["members"]):
+            self._schedule(config["start_ms"] + self.rng.randrange(config["start_jitter_ms"] or 1),
+                           Action(0, "start", slot))
+        warmup_deadline = config["start_ms"] + config["warmup_limit_ms"]
+        while True:
+            self._instant()
+            if self.stable_at is None and self._group_stable():
+                self._begin_scenario()
+            if self.stable_at is None and self.now >= warmup_deadline:
+                self.notes.append(f"not stable within warmup_limit_ms={config['warmup_limit_ms']}")
+                self.end_at = self.now
+            if self.end_at is not None and self.now >= self.end_at:
+                break
+            self._step(self.end_at if self.end_at is not None else warmup_deadline)
+        self.ledger.window_end_ms = self.end_at
+        self.generation_at["end"] = self._generation()
+        final = self._final_state()
+        self._drain()
+        return self._report(final)
+
+    def _begin_scenario(self) -> None:
+        self.stable_at = self.now
+        self.generation_at["stable"] = self._generation()
+        self.ledger.window_start_ms = self.now
+        self.ledger.advance(self.now)
+        actions = build_actions(self.config, self.rng)
+        for action in actions:
+            self._schedule(self.now + action.at_ms, action)
+        last = max((a.at_ms + a.duration_ms for a in actions), default=0)
+        self.end_at = self.now + last + self.config["settle_ms"]
+
+    def _drain(self) -> None:
+        limit = self.now + self.config["drain_limit_ms"]
+        self._instant()
+        while self.transport.unanswered() and self.now < limit:
+            self._step(limit)
+            self._instant()
+
+    def _step(self, horizon: int) -> None:
+        """Jumps to the next instant something happens (at most `horizon`)."""
+        candidates = [self.transport.next_tick_ms, horizon]
+        if self.queue:
+            candidates.append(self.queue[0][0])
+        for proc in self.processes.values():
+            deadline = proc.paused_until if proc.paused_until is not None else proc.member.next_deadline()
+            if deadline is not None:
+                candidates.append(deadline)
+        target = max(min(candidates), self.now + 1)
+        self.ledger.advance(target)
+        self.transport.advance_to(target)
+        self.now = target
+
+    def _instant(self) -> None:
+        """Everything at `now`: due faults, pause ends, then the members talk until they are done."""
+        while self.queue and self.queue[0][0] <= self.now:
+            self._apply(heapq.heappop(self.queue)[2])
+        for proc in self.processes.values():
+            if proc.paused_until is not None and proc.paused_until <= self.now:
+                proc.paused_until = None
+        for _ in range(MAX_PASSES):
+            busy = False
+            for key in sorted(self.processes):
+                proc = self.processes[key]
+                if proc.paused_until is not None:
+                    continue
+                requests = proc.member.poll(self.now)
+                for request in requests:
+                    self.transport.send(request)
+                responses = self.transport.receive(proc.member.reply_to)
+                for response in responses:
+                    proc.member.on_response(response)
+                busy = busy or bool(requests or responses)
+                self.ledger.state(key, proc.member.state.value, self.now)
+            if not busy:
+                break
+        else:
+            raise HarnessError(f"members still busy after {MAX_PASSES} passes at {self.now}")
+        for key in [k for k, p in self.processes.items() if p.member.done]:
+            self._retire(key)
+        snapshot = self.transport.describe(self.config["group_id"])
+        if snapshot is not None:
+            self.ledger.generation(self.now, snapshot["generation_id"], snapshot["state"],
+                                   len(snapshot["members"]))
+
+    # ------------------------------------------------------------------ faults
+
+    def _schedule(self, at: int, action: Action) -> None:
+        self.scheduled += 1
+        heapq.heappush(self.queue, (at, self.scheduled, action))
+
+    def _apply(self, action: Action) -> None:
+        kind, slot = action.kind, action.member
+        if kind == "stop_coordinator":
+            self.transport.stop_coordinator()
+        elif kind == "start_coordinator":
+            self.transport.start_coordinator(redeliver=self.config["params"]["redeliver"])
+        elif kind in ("start", "start_duplicate"):
+            self._spawn(slot)
+        key = None if slot < 0 else self._latest(slot)
+        self.ledger.event(self.now, key, kind)
+        if kind in ("crash", "close", "pause") and key is None:
+            self.notes.append(f"{kind} of member {slot} skipped: no live process")
+        elif kind == "crash" and key is not None:
+            self._retire(key)
+        elif kind == "close" and key is not None:
+            self.processes[key].member.close()
+        elif kind == "pause" and key is not None:
+            self.processes[key].paused_until = self.now + action.duration_ms
+            self.ledger.state(key, "paused", self.now)
+
+    def _spawn(self, slot: int) -> None:
+        incarnation = self.incarnations.get(slot, -1) + 1
+        self.incarnations[slot] = incarnation
+        key = (slot, incarnation)
+        config = self._member_config(slot)
+        reply_to = new_reply_to(config.client_id, f"{incarnation}-{self.rng.getrandbits(32):08x}")
+
+        def released(assignment: Assignment) -> None:
+            self.ledger.released(key, assignment.partitions)
+
+        member = GroupMember(config, reply_to, on_assigned=lambda a: self._assigned(key, a),
+                             on_revoked=released, on_lost=released)
+        self.processes[key] = _Process(key, member)
+
+    def _assigned(self, key: ProcessKey, assignment: Assignment) -> None:
+        member = self.processes[key].member
+        identity = member.config.group_instance_id or member.member_id
+        self.ledger.assigned(key, identity, assignment.partitions, self.now)
+
+    def _retire(self, key: ProcessKey) -> None:
+        """The process is gone (crashed, closed or failed): it owns nothing any more."""
+        member = self.processes.pop(key).member
+        self.retired.append(member)
+        self.ledger.released(key)
+        self.ledger.state(key, None, self.now)
+        if member.fatal_error is not None:
+            self.ledger.event(self.now, key, "failed", error=member.fatal_error,
+                              identity=member.config.group_instance_id or member.member_id)
+
+    def _latest(self, slot: int) -> ProcessKey | None:
+        keys = [k for k in self.processes if k[0] == slot]
+        return max(keys) if keys else None
+
+    def _member_config(self, slot: int) -> MemberConfig:
+        c = self.config
+        return MemberConfig(
+            group_id=c["group_id"],
+            client_id=f"consumer-{slot:02d}",
+            topics=tuple(sorted(c["topics"])),
+            topic_partitions=c["topics"],
+            group_instance_id=f"instance-{slot:02d}" if is_static(c, slot) else None,
+            session_timeout_ms=c["session_timeout_ms"],
+            heartbeat_interval_ms=c["heartbeat_interval_ms"],
+            rebalance_timeout_ms=c["rebalance_timeout_ms"],
+            request_timeout_ms=c["request_timeout_ms"],
+            retry_backoff_ms=c["retry_backoff_ms"],
+            assignors=(c["assignor"],),
+        )
+
+    # ------------------------------------------------------------------ figures
+
+    def _group_stable(self) -> bool:
+        snapshot = self.transport.describe(self.config["group_id"])
+        live = list(self.processes.values())
+        return (snapshot is not None and snapshot["state"] == "Stable"
+                and len(snapshot["members"]) == self.config["members"] == len(live)
+                and all(p.member.state is MemberState.STABLE
+                        and p.member.generation_id == snapshot["generation_id"] for p in live))
+
+    def _generation(self) -> int:
+        snapshot = self.transport.describe(self.config["group_id"])
+        return 0 if snapshot is None else int(snapshot["generation_id"])
+
+    def _final_state(self) -> dict[str, Any]:
+        """The group at the end of the run, and whether clients and coordinator agree on it."""
+        snapshot = self.transport.describe(self.config["group_id"]) or {"state": None, "generation_id": None,
+                                                                         "members": []}
+        live = [p.member for p in self.processes.values()]
+        owners = self.ledger.owners()
+        orphaned = sum(1 for o in owners.values() if not o)
+        shared = sum(1 for o in owners.values() if len(o) > 1)
+        member_ids = sorted(m["member_id"] for m in snapshot["members"])
+        consistent = (snapshot["state"] == "Stable" and orphaned == 0 and shared == 0
+                      and sorted(m.member_id for m in live) == member_ids
+                      and all(m.state is MemberState.STABLE and m.generation_id == snapshot["generation_id"]
+                              for m in live))
+        return {"state": snapshot["state"], "generation_id": snapshot["generation_id"],
+                "members": len(member_ids), "live_processes": len(live), "orphaned_partitions": orphaned,
+                "shared_partitions": shared, "consistent": consistent}
+
+    def _report(self, final: dict[str, Any]) -> dict[str, Any]:
+        start = self.config["start_ms"]
+        members = self.retired + [p.member for p in self.processes.values()]
+        rebalances = self.generation_at["end"] - self.generation_at.get("stable", self.generation_at["end"])
+        errors = Counter(r["body"].get("error", "?") for r in self.transport.responses)
+        fenced = [e["identity"] for e in self.ledger.events
+                  if e["kind"] == "failed" and e["error"] == "FENCED_INSTANCE_ID"]
+        digest = hashlib.sha256()
+        for response in self.transport.responses:
+            digest.update(json.dumps(response, sort_keys=True, separators=(",", ":")).encode())
+        return {
+            "config": self.config,
+            "stable_at_ms": None if self.stable_at is None else self.stable_at - start,
+            "end_at_ms": (self.end_at or self.now) - start,
+            "rebalances": rebalances,
+            "generations": [{**g, "at_ms": g["at_ms"] - start} for g in self.ledger.generations],
+            "assignment_changes": self.ledger.assignment_changes,
+            "unassigned_ms": self.ledger.unassigned_ms,
+            "overlap_ms": self.ledger.overlap_ms,
+            "fenced": len(fenced),
+            "fenced_members": fenced,
+            "requests": sum(1 for r in self.transport.traffic if r.get("api") != "Tick"),
+            "responses": len(self.transport.responses),
+            "unanswered": self.transport.unanswered(),
+            "errors": dict(sorted(errors.items())),
+            "duplicates_delivered": self.transport.duplicates_delivered,
+            "responses_dropped": sum(m.stats.dropped for m in members),
+            "request_timeouts": sum(m.stats.timeouts for m in members),
+            "final": final,
+            "responses_sha256": digest.hexdigest(),
+            "notes": self.notes + _NOTES,
+            "events": [{**e, "at_ms": e["at_ms"] - start} for e in self.ledger.events],
+            "segments": [[s.process[0], s.process[1], s.state, s.start_ms - start,
+                          None if s.end_ms is None else s.end_ms - start] for s in self.ledger.segments],
+            "unowned": [[t - start, n] for t, n in self.ledger.unowned_series],
+        }
+
+
+_NOTES = [
+    "times (*at_ms, generations, events, segments) are milliseconds since config.start_ms",
+    "the measured window runs from stable_at_ms to end_at_ms; unanswered is counted after the drain",
+    "coordinator-restart: the same LocalCoordinator stands for the restored checkpoint; the outage queues "
+    "requests in the log without ticks, then the job re-delivers its last responses",
+    "the simulated network has no latency: a request is answered in the instant it is sent unless parked",
+    "responses_sha256: SHA-256 over the responses in decision order, each as compact JSON with sorted keys",
+]
+
+
+def run_chaos(config: Mapping[str, Any], *, traffic: str | Path | None = None) -> dict[str, Any]:
+    """Runs one chaos scenario on the simulated engine; the same config (seed included) gives the same report.
+
+    `traffic`, if given, is where the request log (ticks included) is saved as JSON lines for replay.
+    """
+    full = normalize_config(config)
+    if full["engine"] != "sim":
+        raise ChaosConfigError(f"run_chaos drives the sim engine only, not {full['engine']!r}")
+    chaos_run = _ChaosRun(full)
+    report = chaos_run.run()
+    if traffic is not None:
+        chaos_run.transport.write_traffic(traffic)
+    return report
+
+
+def summary(report: Mapping[str, Any]) -> str:
+    """One line with the run's headline figures."""
+    c = report["config"]
+    return (f"{c['scenario']} {c['members']} {c['membership']} seed={c['seed']}: "
+            f"rebalances={report['rebalances']} assignment_changes={report['assignment_changes']} "
+            f"unassigned_ms={report['unassigned_ms']} fenced={report['fenced']} "
+            f"requests={report['requests']} responses={report['responses']} "
+            f"unanswered={report['unanswered']} consistent={report['final']['consistent']}")
+
+
+def add_chaos_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `coordinator chaos` flags."""
+    parser.add_argument("--members", type=int, default=20, help="number of consumer processes (default 20)")
+    membership = parser.add_mutually_exclusive_group()
+    for name, text in (("static", "every member has a group.instance.id (default)"),
+                       ("dynamic", "no member has a group.instance.id"),
+                       ("mixed", "half the members are static")):
+        membership.add_argument(f"--{name}", dest="membership", action="store_const", const=name, help=text)
+    parser.set_defaults(membership="static")
+    parser.add_argument("--scenario", choices=SCENARIOS, default="rolling-bounce")
+    parser.add_argument("--engine", choices=("sim", "spark"), default="sim",
+                        help="sim: the engine in memory on a simulated clock; spark: the streaming job")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--report", metavar="FILE.json", help="write the report here (default: stdout)")
+    parser.add_argument("--plot", metavar="FILE.png", help="draw the rebalance timeline here")
+    parser.add_argument("--traffic", metavar="FILE.jsonl",
+                        help="save the request log, ticks included, for replay")
+
+
+def chaos_main(args: argparse.Namespace) -> int:
+    """Runs `coordinator chaos`: 0 when the run completed, whatever it found; 2 for a bad request; 1 if the
+    harness failed."""
+    if args.engine == "spark":
+        print("coordinator chaos: --engine spark is not available yet; use --engine sim", file=sys.stderr)
+        return 2
+    config = {"scenario": args.scenario, "members": args.members, "membership": args.membership,
+              "seed": args.seed, "engine": args.engine}
+    try:
+        report = run_chaos(config, traffic=args.traffic)
+    except ChaosConfigError as exc:
+        print(f"coordinator chaos: {exc}", file=sys.stderr)
+        return 2
+    except HarnessError as exc:
+        print(f"coordinator chaos: the harness failed: {exc}", file=sys.stderr)
+        return 1
+    text = json.dumps(report, indent=2, sort_keys=False)
+    if args.report:
+        Path(args.report).write_text(text + "\n", encoding="utf-8")
+    else:
+        print(text)
+    if args.plot:
+        from .plot import plot_report
+
+        plot_report(report, args.plot)
+    print(summary(report), file=sys.stderr)
+    return 0

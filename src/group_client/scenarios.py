@@ -1,0 +1,163 @@
+"""Chaos scenarios: the run configuration and, per scenario, the faults to inject and when.
+
+A scenario is a list of `Action`s timed from the moment the group first became stable. Every choice a
+scenario makes at random (which member fails, start-up jitter) comes from the run's seeded RNG, so a
+(config, seed) pair always gives the same run. Scenario parameters are defaulted here and written back
+into the config, so the report's `config` is all a rerun needs.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .transport import SIM_START_MS
+
+MEMBERSHIPS = ("static", "dynamic", "mixed")
+# First fault this long after the group first became stable.
+FIRST_FAULT_MS = 5000
+
+DEFAULT_CONFIG: dict[str, Any] = {
+    "scenario": "rolling-bounce",
+    "members": 20,
+    "membership": "static",
+    "seed": 0,
+    "engine": "sim",
+    "group_id": "chaos",
+    "topics": None,  # {topic: partitions}; None = one topic "events" with 3 partitions per member
+    "assignor": "range",
+    "session_timeout_ms": 10000,
+    "heartbeat_interval_ms": 3000,
+    "rebalance_timeout_ms": 30000,
+    "request_timeout_ms": 30000,
+    "retry_backoff_ms": 100,
+    "coordinator_config": {"group.initial.rebalance.delay.ms": 3000},
+    "lateness_ms": 0,
+    "tick_interval_ms": 1000,
+    "start_ms": SIM_START_MS,
+    "start_jitter_ms": 1000,  # members start at random times within this window
+    "duplicate_probability": 0.01,  # chance that the response sink delivers a response twice
+    "warmup_limit_ms": 120000,  # give up if the group is not stable by then
+    "settle_ms": 30000,  # keep running this long after the last fault
+    "drain_limit_ms": 120000,  # after the run, keep going at most this long for the last answers
+    "params": {},
+}
+
+
+Config = Mapping[str, Any]
+Params = Mapping[str, int]
+
+
+class ChaosConfigError(ValueError):
+    """A chaos configuration that cannot be run."""
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One fault (or recovery) at `at_ms` after first stability, on member slot `member` (-1: none)."""
+
+    at_ms: int
+    kind: str  # crash | close | start | start_duplicate | pause | stop_coordinator | start_coordinator
+    member: int = -1
+    duration_ms: int = 0  # pause length
+
+
+def is_static(config: Config, index: int) -> bool:
+    """Whether member slot `index` has a group.instance.id (mixed: even slots are static)."""
+    membership = config["membership"]
+    return membership == "static" or (membership == "mixed" and index % 2 == 0)
+
+
+def _rolling_bounce(config: Config, params: Params, rng: random.Random) -> list[Action]:
+    actions = []
+    for i in range(config["members"]):
+        at = FIRST_FAULT_MS + i * params["interval_ms"]
+        actions += [Action(at, "close", i), Action(at + params["down_ms"], "start", i)]
+    return actions
+
+
+def _crash(config: Config, params: Params, rng: random.Random) -> list[Action]:
+    victim = rng.randrange(config["members"])
+    return [Action(FIRST_FAULT_MS, "crash", victim),
+            Action(FIRST_FAULT_MS + params["down_ms"], "start", victim)]
+
+
+def _duplicate_instance(config: Config, params: Params, rng: random.Random) -> list[Action]:
+    static = [i for i in range(config["members"]) if is_static(config, i)]
+    if not static:
+        raise ChaosConfigError("duplicate-instance needs static members (--static or --mixed)")
+    return [Action(FIRST_FAULT_MS, "start_duplicate", rng.choice(static))]
+
+
+def _slow_member(config: Config, params: Params, rng: random.Random) -> list[Action]:
+    victim = rng.randrange(config["members"])
+    return [Action(FIRST_FAULT_MS + k * params["every_ms"], "pause", victim, params["pause_ms"])
+            for k in range(params["pauses"])]
+
+
+def _coordinator_restart(config: Config, params: Params, rng: random.Random) -> list[Action]:
+    return [Action(FIRST_FAULT_MS, "stop_coordinator"),
+            Action(FIRST_FAULT_MS + params["outage_ms"], "start_coordinator")]
+
+
+def _scenario_defaults(config: Config) -> dict[str, dict[str, int]]:
+    session = int(config["session_timeout_ms"])
+    heartbeat = int(config["heartbeat_interval_ms"])
+    return {
+        # Each member in turn is shut down cleanly and restarted `down_ms` later (less than the session).
+        "rolling-bounce": {"down_ms": session // 2, "interval_ms": session},
+        # One member dies without a word and restarts before its session runs out...
+        "crash": {"down_ms": session // 2},
+        # ...or after it has run out.
+        "crash-longer-than-session": {"down_ms": session + 5000},
+        # A second process starts with the group.instance.id of a running one (a zombie deployment).
+        "duplicate-instance": {},
+        # One member stalls completely (a stop-the-world pause) a few times; a pause shorter than
+        # session - heartbeat interval can never cost it its session.
+        "slow-member": {"pause_ms": session - heartbeat - 1000, "pauses": 3, "every_ms": 2 * session},
+        # The streaming job is down for longer than the session timeout; requests wait in the log and the
+        # restarted job (same state, as from its checkpoint) re-sends its last `redeliver` responses.
+        "coordinator-restart": {"outage_ms": session + 5000, "redeliver": 5},
+    }
+
+
+_BUILDERS: dict[str, Callable[[Config, Params, random.Random], list[Action]]] = {
+    "rolling-bounce": _rolling_bounce,
+    "crash": _crash,
+    "crash-longer-than-session": _crash,
+    "duplicate-instance": _duplicate_instance,
+    "slow-member": _slow_member,
+    "coordinator-restart": _coordinator_restart,
+}
+SCENARIOS = tuple(_BUILDERS)
+
+
+def normalize_config(config: Config) -> dict[str, Any]:
+    """The full configuration of a run: defaults filled in, checked, scenario parameters included."""
+    unknown = set(config) - set(DEFAULT_CONFIG)
+    if unknown:
+        raise ChaosConfigError(f"unknown chaos config keys: {sorted(unknown)}")
+    full = {**DEFAULT_CONFIG, **config}
+    if full["scenario"] not in _BUILDERS:
+        raise ChaosConfigError(f"scenario must be one of {list(SCENARIOS)}, got {full['scenario']!r}")
+    if full["membership"] not in MEMBERSHIPS:
+        raise ChaosConfigError(f"membership must be one of {list(MEMBERSHIPS)}, got {full['membership']!r}")
+    if not isinstance(full["members"], int) or full["members"] < 1:
+        raise ChaosConfigError("members must be a positive integer")
+    if full["topics"] is None:
+        full["topics"] = {"events": 3 * full["members"]}
+    full["coordinator_config"] = dict(full["coordinator_config"])
+    defaults = _scenario_defaults(full)[full["scenario"]]
+    extra = set(full["params"]) - set(defaults)
+    if extra:
+        raise ChaosConfigError(f"{full['scenario']} takes no parameters {sorted(extra)}")
+    full["params"] = {**defaults, **full["params"]}
+    return full
+
+
+def build_actions(config: Config, rng: random.Random) -> list[Action]:
+    """The scenario's faults, in time order (ties keep the builder's order)."""
+    actions = _BUILDERS[config["scenario"]](config, config["params"], rng)
+    return sorted(actions, key=lambda a: a.at_ms)
