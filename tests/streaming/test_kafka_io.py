@@ -1,0 +1,213 @@
+"""End-to-end tests of the ``coordinator_kafka`` data source against a real broker and Spark."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.partitioner.default import murmur2
+from pyspark import cloudpickle
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.datasource import ReadMaxRows
+
+from streaming.broker import create_topics
+from streaming.kafka_source import (
+    KafkaDataSource,
+    KafkaOffsetRange,
+    KafkaStreamReader,
+    ReaderOptions,
+    cap_offsets,
+)
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+# (partition, offset) -> (key, value, timestamp ms)
+Produced = dict[tuple[int, int], tuple[bytes | None, bytes | None, int]]
+
+
+def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes | None]]) -> Produced:
+    """Produce records with kafka-python and return where each one landed."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    try:
+        sent = [(key, value, producer.send(topic, key=key, value=value)) for key, value in records]
+        producer.flush()
+        produced: Produced = {}
+        for key, value, future in sent:
+            meta = future.get(timeout=10)
+            produced[(meta.partition, meta.offset)] = (key, value, meta.timestamp)
+        return produced
+    finally:
+        producer.close()
+
+
+def consume(bootstrap: str, topic: str, expected: int, timeout_s: float = 20.0) -> list[Any]:
+    """Read a topic from the beginning until ``expected`` records arrived (or fail at the deadline)."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    try:
+        tps = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning()
+        records: list[Any] = []
+        deadline = time.monotonic() + timeout_s
+        while len(records) < expected and time.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=200).values():
+                records.extend(batch)
+        assert len(records) == expected, f"got {len(records)} of {expected} records from {topic}"
+        return records
+    finally:
+        consumer.close()
+
+
+def await_available_now(query: StreamingQuery) -> None:
+    """Wait for an availableNow query to finish (re-raising its failure); never leave it running."""
+    try:
+        assert query.awaitTermination(timeout=60), "availableNow query did not finish within 60 s"
+    finally:
+        query.stop()
+
+
+def run_available_now(
+    spark: SparkSession, bootstrap: str, topic: str, checkpoint: Path, starting: str = "earliest"
+) -> list[list[Any]]:
+    """Run the source with availableNow and maxRecordsPerBatch=50; return the rows of each batch."""
+    batches: list[list[Any]] = []
+
+    def collect(df: DataFrame, batch_id: int) -> None:
+        batches.append(df.collect())
+
+    stream = (
+        spark.readStream.format("coordinator_kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", starting)
+        .option("maxRecordsPerBatch", 50)
+        .load()
+        .selectExpr("key", "value", "partition", "offset", "unix_millis(timestamp) AS ts_ms")
+    )
+    query = (
+        stream.writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    await_available_now(query)
+    return batches
+
+
+def assert_read_exactly(batches: list[list[Any]], produced: Produced) -> None:
+    """Every produced record read once, with its key/value/timestamp, in offset order per partition."""
+    rows = [row for batch in batches for row in batch]
+    got = {(r.partition, r.offset): (r.key, r.value, r.ts_ms) for r in rows}
+    assert len(rows) == len(got), "a record was read twice"
+    assert got == produced
+    per_partition: dict[int, list[int]] = defaultdict(list)
+    for r in rows:
+        per_partition[r.partition].append(r.offset)
+    for offsets in per_partition.values():
+        assert offsets == sorted(offsets)
+
+
+def test_stream_read_is_capped_exactly_once_and_resumes(
+    spark: SparkSession, kafka_bootstrap: str, unique_topic: Callable[[str], str], tmp_path: Path
+) -> None:
+    topic = unique_topic("in")
+    create_topics(kafka_bootstrap, [(topic, 3, False)])
+    first = produce(kafka_bootstrap, topic, [(f"k{i}".encode(), f"v{i}".encode()) for i in range(300)])
+    assert {p for p, _ in first} == {0, 1, 2}
+
+    batches = run_available_now(spark, kafka_bootstrap, topic, tmp_path / "ckpt")
+    assert_read_exactly(batches, first)
+    assert len(batches) >= 6 and all(len(b) <= 50 for b in batches)
+
+    # Restart on the same checkpoint: only the new records, including a null key and a tombstone.
+    more = [(f"k{i}".encode(), f"v{i}".encode()) for i in range(300, 360)]
+    second = produce(kafka_bootstrap, topic, [*more, (None, b"no-key"), (b"k0", None)])
+    assert_read_exactly(run_available_now(spark, kafka_bootstrap, topic, tmp_path / "ckpt"), second)
+
+
+def test_latest_starting_offsets_skip_existing_records(
+    spark: SparkSession, kafka_bootstrap: str, unique_topic: Callable[[str], str], tmp_path: Path
+) -> None:
+    topic = unique_topic("in")
+    create_topics(kafka_bootstrap, [(topic, 2, False)])
+    produce(kafka_bootstrap, topic, [(f"old{i}".encode(), b"old") for i in range(10)])
+    skipped = run_available_now(spark, kafka_bootstrap, topic, tmp_path / "ckpt", starting="latest")
+    assert [row for batch in skipped for row in batch] == []
+    new = produce(kafka_bootstrap, topic, [(f"new{i}".encode(), b"new") for i in range(5)])
+    batches = run_available_now(spark, kafka_bootstrap, topic, tmp_path / "ckpt", starting="latest")
+    assert_read_exactly(batches, new)
+
+
+def test_batch_write_to_two_topics_partitions_by_murmur2(
+    spark: SparkSession, kafka_bootstrap: str, unique_topic: Callable[[str], str]
+) -> None:
+    topics = {unique_topic("a"): 3, unique_topic("b"): 2}
+    create_topics(kafka_bootstrap, [(name, n, False) for name, n in topics.items()])
+    rows = [(topic, f"key-{i}", f"value-{i}".encode()) for topic in topics for i in range(40)]
+    rows.append((next(iter(topics)), "key-0", None))  # tombstone
+    df = spark.createDataFrame(rows, "topic string, key string, value binary").repartition(2)
+    writer = df.write.format("coordinator_kafka").option("kafka.bootstrap.servers", kafka_bootstrap)
+    writer.mode("append").save()
+
+    landed = set()
+    for topic, partitions in topics.items():
+        for rec in consume(kafka_bootstrap, topic, sum(1 for r in rows if r[0] == topic)):
+            assert rec.partition == (murmur2(rec.key) & 0x7FFFFFFF) % partitions
+            landed.add((topic, rec.key.decode(), rec.value))
+    assert landed == set(rows)
+
+
+def test_stream_write_copies_a_topic(
+    spark: SparkSession, kafka_bootstrap: str, unique_topic: Callable[[str], str], tmp_path: Path
+) -> None:
+    source, sink = unique_topic("src"), unique_topic("sink")
+    create_topics(kafka_bootstrap, [(source, 2, False), (sink, 2, True)])
+    produced = produce(kafka_bootstrap, source, [(f"k{i}".encode(), f"v{i}".encode()) for i in range(20)])
+    query = (
+        spark.readStream.format("coordinator_kafka")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("subscribe", source)
+        .load()
+        .selectExpr(f"'{sink}' AS topic", "key", "value")
+        .writeStream.format("coordinator_kafka")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    await_available_now(query)
+    copied = {(r.key, r.value) for r in consume(kafka_bootstrap, sink, len(produced))}
+    assert copied == {(k, v) for k, v, _ in produced.values()}
+
+
+def test_cap_offsets_spreads_the_budget_without_exceeding_it() -> None:
+    start = {"0": 0, "1": 10, "2": 5}
+    end = {"0": 3, "1": 100, "2": 100, "3": 40}
+    capped = cap_offsets(start, end, 50)
+    assert sum(capped[p] - start.get(p, 0) for p in end) == 50
+    assert capped["0"] == 3 and all(start.get(p, 0) <= capped[p] <= end[p] for p in end)
+    assert cap_offsets(start, end, 1000) == end
+    assert cap_offsets(start, {"0": 0, "1": 10, "2": 5}, 10) == {"0": 0, "1": 10, "2": 5}
+
+
+def test_source_parts_pickle_even_after_use(kafka_bootstrap: str, unique_topic: Callable[[str], str]) -> None:
+    topic = unique_topic("t")
+    create_topics(kafka_bootstrap, [(topic, 2, False)])
+    options = {"kafka.bootstrap.servers": kafka_bootstrap, "subscribe": topic, "maxRecordsPerBatch": "7"}
+    reader = KafkaStreamReader(ReaderOptions.parse(options))
+    assert reader.initialOffset() == {"0": 0, "1": 0}  # opens the driver-side consumer
+    assert reader.getDefaultReadLimit() == ReadMaxRows(7)
+    try:
+        part = KafkaOffsetRange(kafka_bootstrap, topic, 0, 0, 5, 1000)
+        for obj in (KafkaDataSource(options), reader, part):
+            assert type(cloudpickle.loads(cloudpickle.dumps(obj))) is type(obj)
+    finally:
+        reader.stop()
+    with pytest.raises(ValueError, match="startingOffsets"):
+        ReaderOptions.parse({**options, "startingOffsets": "yesterday"})
