@@ -1,8 +1,9 @@
 """A Kafka consumer-group client (classic protocol, KIP-345 static membership), sans I/O, and a chaos harness.
 
 `GroupMember` is one consumer process: drive it with `poll(now_ms)` / `on_response(envelope)` over any
-`Transport`. `SimTransport` runs it against the engine in memory on a simulated clock; `run_chaos`
-injects faults into a group of them and reports what the coordinator made of it.
+`Transport` (`run_member` is the real-time loop). `SimTransport` runs it against the engine in memory on
+a simulated clock, `kafka_transport.KafkaTransport` over the coordinator's topics; `chaos.run_chaos`
+injects faults into a group of members and reports what the coordinator made of it.
 """
 
 from .assignors import ASSIGNORS, MemberSubscription, range_assign, round_robin_assign
@@ -16,6 +17,7 @@ from .consumer_protocol import (
     encode_subscription,
 )
 from .member import GroupMember, MemberConfig, MemberState, new_reply_to
+from .runner import run_member
 from .transport import SIM_START_MS, SimTransport, Transport
 
 __all__ = [
@@ -37,4 +39,5 @@ __all__ = [
     "new_reply_to",
     "range_assign",
     "round_robin_assign",
+    "run_member",
 ]
