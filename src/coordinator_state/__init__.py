@@ -12,7 +12,8 @@ from .errors import Error
 from .group import Group
 from .local import LocalCoordinator
 from .model import GroupState
-from .requests import Invalid, Request, Tick, decode_record, parse_request
+from .records import dead_letter, to_json
+from .requests import Invalid, Request, Tick, decode_record, parse_raw, parse_request
 from .responses import invalid_response
 
 __all__ = [
@@ -28,11 +29,14 @@ __all__ = [
     "Request",
     "StateFormatError",
     "Tick",
+    "dead_letter",
     "decode_group",
     "decode_record",
     "encode_group",
     "handle_in_group",
     "invalid_response",
+    "parse_raw",
     "parse_request",
     "run_group",
+    "to_json",
 ]

@@ -10,7 +10,7 @@ from typing import Any
 from .config import EngineConfig
 from .engine import handle_in_group
 from .group import Group
-from .requests import Invalid, Tick, parse_request
+from .requests import Invalid, Parsed, Tick, parse_request
 from .responses import Response, invalid_response
 
 
@@ -30,7 +30,10 @@ class LocalCoordinator:
 
     def handle(self, request: Any) -> list[Response]:
         """Processes one request envelope; never raises, whatever `request` is."""
-        parsed = parse_request(request)
+        return self.process(parse_request(request))
+
+    def process(self, parsed: Parsed) -> list[Response]:
+        """Processes a record already validated by `parse_request` or `parse_raw`."""
         if isinstance(parsed, Tick):
             return []
         if isinstance(parsed, Invalid):

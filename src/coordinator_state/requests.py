@@ -245,6 +245,13 @@ def parse_request(
         return Invalid(str(bad), Error.INVALID_REQUEST, reply, group_id, timestamp)
 
 
+def parse_raw(raw: bytes | str | None, *, record_timestamp_ms: int | None = None,
+              max_clock_skew_ms: int | None = None) -> Parsed:
+    """A raw record (a Kafka value, a line of a traffic file) as the engine sees it."""
+    return parse_request(decode_record(raw), record_timestamp_ms=record_timestamp_ms,
+                         max_clock_skew_ms=max_clock_skew_ms)
+
+
 def _envelope_timestamp(obj: dict[str, Any], record_ts: int | None, max_skew: int | None) -> int:
     if "timestamp_ms" not in obj:
         if record_ts is None:

@@ -1,0 +1,1 @@
+"""The shell around the engine: the Spark job, the Kafka and file sources and sinks, the CLI."""

@@ -1,0 +1,159 @@
+"""The streaming query: records in, `applyInPandasWithState` by group id, responses and snapshots out.
+
+A thin adapter over `coordinator_state.run_group`. The pipeline:
+
+1. `mapInPandas(parse)`: every record becomes a request (keyed by its body's group id, with its
+   event time), a tick (event time only) or an invalid record (a dead letter, plus an answer when
+   it names a `reply_to`). Invalid records carry no event time, so they cannot move the watermark.
+2. `withWatermark(event_time, lateness)`: ticks move it too; then ticks are filtered out.
+3. `groupBy(invalid, group_id).applyInPandasWithState(EventTimeTimeout)`: per call, `run_group`
+   fires the group's timers due by the watermark, processes its rows in log order and returns the
+   next deadline; the timeout is set to that deadline minus one, because Spark times a key out
+   only once the watermark is strictly past it. Invalid records go through the same operator under
+   the `invalid` flag (no state), so the query has one output and one sink.
+4. Output rows `(topic, key, value)`: responses keyed by `reply_to`, snapshots (null = tombstone)
+   keyed by group id, dead letters keyed as received.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+
+from coordinator_state import (
+    EngineConfig,
+    Invalid,
+    Tick,
+    dead_letter,
+    invalid_response,
+    parse_raw,
+    run_group,
+    to_json,
+)
+from coordinator_state.requests import Request
+
+from .settings import engine_config
+
+PARSED_SCHEMA = ("kind string, invalid boolean, group_id string, event_ms long, partition int, offset long, "
+                 "record_ts long, value binary, dead_letter string, response string")
+OUTPUT_SCHEMA = "topic string, key string, value string"
+STATE_SCHEMA = "group binary"
+METRICS_NAME = "coordinator"
+
+
+def _source_label(source: str, partition: int, offset: int) -> str:
+    """Where a dead letter came from: `file:LINE` for a traffic file, `topic:PARTITION:OFFSET` for Kafka."""
+    return f"file:{offset + 1}" if source == "file" else f"topic:{partition}:{offset}"
+
+
+Parser = Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]
+
+
+def make_parser(max_clock_skew_ms: int | None, source: str) -> Parser:
+    """The `mapInPandas` function of step 1. `max_clock_skew_ms` is None in a replay."""
+
+    def parse(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for pdf in batches:
+            rows = []
+            for raw, partition, offset, record_ts in zip(pdf["value"], pdf["partition"], pdf["offset"],
+                                                         pdf["record_ts"], strict=True):
+                ts = None if pd.isna(record_ts) else int(record_ts)
+                parsed = parse_raw(raw, record_timestamp_ms=ts, max_clock_skew_ms=max_clock_skew_ms)
+                if isinstance(parsed, Tick):
+                    rows.append(("tick", False, None, parsed.timestamp_ms, partition, offset, ts, None, None, None))
+                elif isinstance(parsed, Invalid):
+                    letter = dead_letter(_source_label(source, int(partition), int(offset)), raw, parsed.reason)
+                    response = invalid_response(parsed)
+                    rows.append(("invalid", True, "", None, partition, offset, ts, raw, to_json(letter),
+                                 None if response is None else to_json(response)))
+                else:
+                    rows.append(("request", False, parsed.group_id, parsed.timestamp_ms, partition, offset, ts, raw,
+                                 None, None))
+            yield pd.DataFrame(rows, columns=[c.split()[0] for c in PARSED_SCHEMA.split(", ")])
+
+    return parse
+
+
+def make_group_step(settings: Mapping[str, Any], live: bool) -> Callable[..., Iterator[pd.DataFrame]]:
+    """The `applyInPandasWithState` function of step 3."""
+    config = EngineConfig.from_mapping(engine_config(settings))
+    skew = int(settings["coordinator.max.clock.skew.ms"]) if live else None
+    responses_topic = settings["coordinator.responses.topic"]
+    snapshots_topic = settings["coordinator.snapshots.topic"]
+    dead_letters_topic = settings["coordinator.dead.letters.topic"]
+
+    def step(key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
+        invalid, group_id = bool(key[0]), str(key[1])
+        frames = [pdf for pdf in batches if len(pdf)]
+        rows = pd.concat(frames).sort_values(["partition", "offset"]) if frames else None
+        out: list[tuple[str, str | None, str | None]] = []
+        if invalid:
+            assert rows is not None
+            for letter, response in zip(rows["dead_letter"], rows["response"], strict=True):
+                out.append((dead_letters_topic, None, letter))
+                if response is not None:
+                    out.append((responses_topic, _reply_to(response), response))
+        else:
+            requests: list[Request] = []
+            if rows is not None:
+                for raw, record_ts in zip(rows["value"], rows["record_ts"], strict=True):
+                    parsed = parse_raw(raw, record_timestamp_ms=None if pd.isna(record_ts) else int(record_ts),
+                                       max_clock_skew_ms=skew)
+                    assert not isinstance(parsed, Tick | Invalid), "the parse stage routes these elsewhere"
+                    requests.append(parsed)
+            stored = state.get[0] if state.exists else None
+            watermark = state.getCurrentWatermarkMs()
+            outcome = run_group(None if stored is None else bytes(stored), watermark, requests, config)
+            out += [(responses_topic, r["reply_to"], to_json(r)) for r in outcome.responses]
+            if outcome.snapshot is not None:
+                out.append((snapshots_topic, group_id, to_json(outcome.snapshot)))
+            if outcome.state is None:
+                if state.exists:
+                    state.remove()
+                if outcome.tombstone:
+                    out.append((snapshots_topic, group_id, None))
+            else:
+                state.update((outcome.state,))
+                if outcome.next_deadline is not None:
+                    state.setTimeoutTimestamp(max(outcome.next_deadline - 1, watermark, 1))
+        yield pd.DataFrame(out, columns=["topic", "key", "value"])
+
+    return step
+
+
+def _reply_to(response_json: str) -> str:
+    import json
+
+    return str(json.loads(response_json)["reply_to"])
+
+
+def _count(condition: Column) -> Column:
+    return F.sum(F.when(condition, 1).otherwise(0))
+
+
+def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: bool, source: str = "topic") -> DataFrame:
+    """The whole query from a DataFrame of records (value binary, partition, offset, timestamp) to output rows."""
+    lateness = int(settings["coordinator.lateness.ms"])
+    skew = int(settings["coordinator.max.clock.skew.ms"]) if live else None
+    parsed = (
+        records.select("value", "partition", "offset", F.unix_millis("timestamp").alias("record_ts"))
+        .mapInPandas(make_parser(skew, source), PARSED_SCHEMA)
+        .withColumn("event_time", F.timestamp_millis("event_ms"))
+        .withWatermark("event_time", f"{lateness} milliseconds")
+        .observe(METRICS_NAME,
+                 F.count(F.lit(1)).alias("records"),
+                 _count(F.col("kind") == "request").alias("requests"),
+                 _count(F.col("kind") == "tick").alias("ticks"),
+                 _count(F.col("kind") == "invalid").alias("dead_letters"))
+    )
+    return (
+        parsed.filter(F.col("kind") != "tick")
+        .groupBy("invalid", "group_id")
+        .applyInPandasWithState(make_group_step(settings, live), OUTPUT_SCHEMA, STATE_SCHEMA, "append",
+                                GroupStateTimeout.EventTimeTimeout)
+    )

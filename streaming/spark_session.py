@@ -1,0 +1,53 @@
+"""The Spark session the job runs in: RocksDB state, UTC, this interpreter for the Python workers."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+ROOT = Path(__file__).resolve().parent.parent
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def prepare_python_workers() -> None:
+    """Spark's Python workers must run this interpreter and find the project's packages."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    paths = [str(ROOT), str(ROOT / "src"), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+
+
+def build_session(settings: Mapping[str, Any], master: str | None = "local[2]",
+                  app_name: str = "group-coordinator") -> SparkSession:
+    """A session for the coordinator; `master=None` leaves it to spark-submit."""
+    from .file_source import register as register_file_source
+    from .kafka_source import register as register_kafka
+
+    prepare_python_workers()
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    conf: dict[str, str] = {
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        "spark.sql.shuffle.partitions": str(settings["coordinator.shuffle.partitions"]),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.host": "127.0.0.1",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"],
+        "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
+    }
+    conf.update({k: str(v) for k, v in settings.items() if k.startswith("spark.")})
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    register_kafka(session)
+    register_file_source(session)
+    return session
