@@ -31,7 +31,7 @@ from typing import Any
 from .consumer_protocol import Assignment
 from .ledger import Ledger, ProcessKey
 from .member import GroupMember, MemberConfig, MemberState, new_reply_to
-from .scenarios import SCENARIOS, Action, ChaosConfigError, build_actions, is_static, normalize_config
+from .scenarios import SCENARIOS, Action, ChaosConfigError, build_actions, normalize_config, slot_ids
 from .transport import SimTransport
 
 # Passes of the pump at one instant before the harness calls it a livelock.
@@ -225,12 +225,13 @@ class _ChaosRun:
 
     def _member_config(self, slot: int) -> MemberConfig:
         c = self.config
+        client_id, instance_id = slot_ids(c, slot)
         return MemberConfig(
             group_id=c["group_id"],
-            client_id=f"consumer-{slot:02d}",
+            client_id=client_id,
             topics=tuple(sorted(c["topics"])),
             topic_partitions=c["topics"],
-            group_instance_id=f"instance-{slot:02d}" if is_static(c, slot) else None,
+            group_instance_id=instance_id,
             session_timeout_ms=c["session_timeout_ms"],
             heartbeat_interval_ms=c["heartbeat_interval_ms"],
             rebalance_timeout_ms=c["rebalance_timeout_ms"],
@@ -241,34 +242,34 @@ class _ChaosRun:
 
     # ------------------------------------------------------------------ figures
 
+    def _snapshot(self) -> dict[str, Any]:
+        return self.transport.describe(self.config["group_id"]) or {
+            "state": None, "generation_id": 0, "members": []}
+
+    def _clients_agree(self, snapshot: Mapping[str, Any]) -> bool:
+        """The group is Stable, its members are exactly the live processes, each stable in its generation."""
+        live = [p.member for p in self.processes.values()]
+        return (snapshot["state"] == "Stable"
+                and sorted(m.member_id for m in live) == sorted(m["member_id"] for m in snapshot["members"])
+                and all(m.state is MemberState.STABLE and m.generation_id == snapshot["generation_id"]
+                        for m in live))
+
     def _group_stable(self) -> bool:
-        snapshot = self.transport.describe(self.config["group_id"])
-        live = list(self.processes.values())
-        return (snapshot is not None and snapshot["state"] == "Stable"
-                and len(snapshot["members"]) == self.config["members"] == len(live)
-                and all(p.member.state is MemberState.STABLE
-                        and p.member.generation_id == snapshot["generation_id"] for p in live))
+        return len(self.processes) == self.config["members"] and self._clients_agree(self._snapshot())
 
     def _generation(self) -> int:
-        snapshot = self.transport.describe(self.config["group_id"])
-        return 0 if snapshot is None else int(snapshot["generation_id"])
+        return int(self._snapshot()["generation_id"])
 
     def _final_state(self) -> dict[str, Any]:
         """The group at the end of the run, and whether clients and coordinator agree on it."""
-        snapshot = self.transport.describe(self.config["group_id"]) or {"state": None, "generation_id": None,
-                                                                         "members": []}
-        live = [p.member for p in self.processes.values()]
+        snapshot = self._snapshot()
         owners = self.ledger.owners()
         orphaned = sum(1 for o in owners.values() if not o)
         shared = sum(1 for o in owners.values() if len(o) > 1)
-        member_ids = sorted(m["member_id"] for m in snapshot["members"])
-        consistent = (snapshot["state"] == "Stable" and orphaned == 0 and shared == 0
-                      and sorted(m.member_id for m in live) == member_ids
-                      and all(m.state is MemberState.STABLE and m.generation_id == snapshot["generation_id"]
-                              for m in live))
         return {"state": snapshot["state"], "generation_id": snapshot["generation_id"],
-                "members": len(member_ids), "live_processes": len(live), "orphaned_partitions": orphaned,
-                "shared_partitions": shared, "consistent": consistent}
+                "members": len(snapshot["members"]), "live_processes": len(self.processes),
+                "orphaned_partitions": orphaned, "shared_partitions": shared,
+                "consistent": self._clients_agree(snapshot) and orphaned == 0 and shared == 0}
 
     def _report(self, final: dict[str, Any]) -> dict[str, Any]:
         start = self.config["start_ms"]

@@ -15,6 +15,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from .scenarios import slot_ids
+
 STATE_COLOURS = {
     "stable": "#4caf50",
     "syncing": "#ffb300",
@@ -104,8 +106,8 @@ def _outages(ax: Any, report: Mapping[str, Any]) -> None:
 
 
 def _slot_label(config: Mapping[str, Any], slot: int) -> str:
-    static = config["membership"] == "static" or (config["membership"] == "mixed" and slot % 2 == 0)
-    return f"instance-{slot:02d}" if static else f"consumer-{slot:02d}"
+    client_id, instance_id = slot_ids(config, slot)
+    return instance_id or client_id
 
 
 def _title(report: Mapping[str, Any]) -> str:

@@ -64,10 +64,12 @@ class Action:
     duration_ms: int = 0  # pause length
 
 
-def is_static(config: Config, index: int) -> bool:
-    """Whether member slot `index` has a group.instance.id (mixed: even slots are static)."""
+def slot_ids(config: Config, slot: int) -> tuple[str, str | None]:
+    """The client id and group.instance.id (None: dynamic) of member slot `slot`; mixed: even slots are
+    static."""
     membership = config["membership"]
-    return membership == "static" or (membership == "mixed" and index % 2 == 0)
+    static = membership == "static" or (membership == "mixed" and slot % 2 == 0)
+    return f"consumer-{slot:02d}", f"instance-{slot:02d}" if static else None
 
 
 def _rolling_bounce(config: Config, params: Params, rng: random.Random) -> list[Action]:
@@ -85,7 +87,7 @@ def _crash(config: Config, params: Params, rng: random.Random) -> list[Action]:
 
 
 def _duplicate_instance(config: Config, params: Params, rng: random.Random) -> list[Action]:
-    static = [i for i in range(config["members"]) if is_static(config, i)]
+    static = [i for i in range(config["members"]) if slot_ids(config, i)[1] is not None]
     if not static:
         raise ChaosConfigError("duplicate-instance needs static members (--static or --mixed)")
     return [Action(FIRST_FAULT_MS, "start_duplicate", rng.choice(static))]
