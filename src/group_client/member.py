@@ -306,8 +306,8 @@ class GroupMember:
             self._react(reaction, str(body.get("member_id", "")))
 
     def _heartbeat_is_current(self, entry: _InFlight, error: str) -> bool:
-        """Kafka acts on a heartbeat error only for the generation it was sent in; a rebalance
-        notice is moot while syncing (the SyncGroup answer will say)."""
+        """Kafka acts on a heartbeat error (or timeout) only for the generation it was sent in; a
+        rebalance notice is moot while syncing (the SyncGroup answer will say)."""
         if self.state not in (MemberState.SYNCING, MemberState.STABLE):
             return False
         if (entry.generation_id, entry.member_id) != (self.generation_id, self.member_id):
@@ -363,8 +363,10 @@ class GroupMember:
                 continue  # forgotten by an earlier timeout's rejoin
             del self._in_flight[correlation_id]
             self.stats.timeouts += 1
-            if entry.api != "LeaveGroup":
-                self._react(_REACTIONS[(entry.api, "TIMEOUT")])
+            if entry.api == "LeaveGroup" or (
+                    entry.api == "Heartbeat" and not self._heartbeat_is_current(entry, "TIMEOUT")):
+                continue
+            self._react(_REACTIONS[(entry.api, "TIMEOUT")])
 
     def _assign(self, members: list[Mapping[str, Any]]) -> list[dict[str, str]]:
         """The leader's work: decode every subscription and run the selected assignor."""

@@ -229,6 +229,20 @@ def test_a_stale_heartbeat_error_from_an_older_generation_is_ignored() -> None:
     assert (member.state, member.generation_id, member.member_id) == (MemberState.STABLE, 2, "m1")
 
 
+def test_a_heartbeat_timing_out_during_a_rejoin_does_not_hurry_the_next_generations_heartbeat() -> None:
+    member = stable_member(Recorder())
+    only(member.poll(T0 + HEARTBEAT), "Heartbeat")  # never answered
+    notice = only(member.poll(T0 + 2 * HEARTBEAT), "Heartbeat")
+    member.on_response(answer(notice, "REBALANCE_IN_PROGRESS"))
+    join = only(member.poll(T0 + 2 * HEARTBEAT), "JoinGroup")
+    timed_out = T0 + HEARTBEAT + 30000  # the first heartbeat's request timeout, while the join is parked
+    assert member.poll(timed_out) == [] and member.stats.timeouts == 1
+    member.on_response(answer(join, generation_id=2, protocol_type="consumer", protocol_name="range",
+                              leader="x", member_id="m1", members=[], skip_assignment=False))
+    only(member.poll(timed_out + 1), "SyncGroup")
+    assert member.next_deadline() == timed_out + HEARTBEAT  # counted from the join answer, not 100 ms
+
+
 def test_an_unanswered_join_times_out_and_is_retried_and_its_late_answer_dropped() -> None:
     member = GroupMember(config("i1"), "c-r1")
     join = only(member.poll(T0), "JoinGroup")
