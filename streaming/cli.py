@@ -164,6 +164,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from .diff import diff_main
+
+    return diff_main(args)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from .bench import bench_main
 
@@ -211,6 +218,19 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--master", default="local[2]", help="Spark master for --engine spark")
     _settings_arguments(replay)
     replay.set_defaults(handler=cmd_replay)
+
+    from .diff import add_diff_arguments
+
+    diff = commands.add_parser(
+        "diff", help="compare two files of responses, snapshots, dead letters or traffic",
+        description="Detects the kind of the files. Responses are compared by (reply_to, correlation_id) in any "
+                    "order, an exact duplicate dropped (an at-least-once sink may write one twice), two different "
+                    "responses to one key reported; snapshots by the last one of each group (a tombstone counts); "
+                    "dead letters as multisets per source; traffic line by line. Exit 0 when equal, 1 when not "
+                    "(with the first differences), 2 when a file cannot be read or the files are of different "
+                    "kinds.")
+    add_diff_arguments(diff)
+    diff.set_defaults(handler=cmd_diff)
 
     from .bench import add_bench_arguments
 
