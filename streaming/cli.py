@@ -164,6 +164,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_record(args: argparse.Namespace) -> int:
+    from .record import record_main
+
+    return record_main(args, _load(args))
+
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from .diff import diff_main
@@ -220,6 +225,20 @@ def build_parser() -> argparse.ArgumentParser:
     replay.set_defaults(handler=cmd_replay)
 
     from .diff import add_diff_arguments
+    from .record import add_record_arguments
+
+    record = commands.add_parser(
+        "record", help="dump a topic (requests with ticks, responses or snapshots) to JSON lines",
+        description="Writes every record of a topic as a line of FILE.jsonl, ready for `coordinator replay` or "
+                    "`coordinator diff`. An envelope without timestamp_ms gets the record's timestamp (as the live "
+                    "job reads it); a snapshot tombstone becomes {\"group_id\": KEY, \"tombstone\": true}; a "
+                    "value that is not a JSON object is written as it is and counted (a replay dead-letters it). "
+                    "Partitions are merged deterministically: ordered by record timestamp, then partition, then "
+                    "offset, each partition keeping its own order; a record is written once every partition has "
+                    "one waiting, so a partition without records holds the others back until the end.")
+    add_record_arguments(record)
+    _settings_arguments(record)
+    record.set_defaults(handler=cmd_record)
 
     diff = commands.add_parser(
         "diff", help="compare two files of responses, snapshots, dead letters or traffic",
