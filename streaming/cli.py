@@ -40,8 +40,6 @@ def _load(args: argparse.Namespace) -> dict[str, Any]:
 def check_prerequisites() -> list[str]:
     """What is missing to run Spark here, each with what to do about it."""
     problems = []
-    if sys.version_info < (3, 11):
-        problems.append(f"Python 3.11+ is needed, this is {sys.version.split()[0]}: install it and re-run")
     java = shutil.which("java")
     if java is None:
         problems.append("Java 17 is needed by Spark and `java` is not on PATH: install OpenJDK 17 "
@@ -198,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also run simulated static members that go through a rolling bounce")
     run.add_argument("--demo-members", type=int, default=6, metavar="N", help="members in the demo group")
     run.add_argument("--checkpoint", metavar="DIR", help="checkpoint directory (default: checkpoints/<query name>)")
-    run.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
+    run.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
     _settings_arguments(run)
     run.set_defaults(handler=cmd_run)
 
@@ -220,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--records-per-batch", type=int, metavar="N", help="micro-batch size (spark engine)")
     replay.add_argument("--lateness-ms", type=int, metavar="N", help="overrides coordinator.lateness.ms")
     replay.add_argument("--checkpoint", metavar="DIR", help="checkpoint (spark engine; default: a fresh one)")
-    replay.add_argument("--master", default="local[2]", help="Spark master for --engine spark")
+    replay.add_argument("--master", help="Spark master for --engine spark (default: local[*])")
     _settings_arguments(replay)
     replay.set_defaults(handler=cmd_replay)
 

@@ -151,8 +151,16 @@ def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: boo
                  _count(F.col("kind") == "tick").alias("ticks"),
                  _count(F.col("kind") == "invalid").alias("dead_letters"))
     )
+    # With EventTimeTimeout, Spark drops the rows whose watermarked event-time column is older than the
+    # watermark (late requests) before the function sees them; they must be answered instead. So the
+    # column the operator sees keeps its watermark marker but holds null, which is never late (the
+    # filter drops a row only when `event_time <= watermark` is true). The watermark itself was computed
+    # upstream from the real event times.
+    never_late = F.lit(None).cast("timestamp").alias(
+        "event_time", metadata={"spark.watermarkDelayMs": lateness})
+    requests = parsed.filter(F.col("kind") != "tick")
     return (
-        parsed.filter(F.col("kind") != "tick")
+        requests.select(*[c for c in requests.columns if c != "event_time"], never_late)
         .groupBy("invalid", "group_id")
         .applyInPandasWithState(make_group_step(settings, live), OUTPUT_SCHEMA, STATE_SCHEMA, "append",
                                 GroupStateTimeout.EventTimeTimeout)

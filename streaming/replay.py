@@ -70,7 +70,7 @@ def replay_local(lines: Sequence[bytes], settings: Mapping[str, Any], progress: 
 
 
 def replay_spark(path: Path, settings: Mapping[str, Any], records_per_batch: int | None,
-                 checkpoint: Path | None, master: str) -> ReplayResult:
+                 checkpoint: Path | None, master: str | None) -> ReplayResult:
     """The production query over the file, with a fresh checkpoint unless one is given."""
     from .job import build_pipeline
     from .spark_session import build_session

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,7 +12,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from streaming.broker import EmbeddedBroker, wait_for_broker
-from streaming.kafka_source import register
+from streaming.settings import load_settings
+from streaming.spark_session import build_session
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,27 +52,11 @@ def kafka_bootstrap() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """A quiet local[2] Spark session with the ``coordinator_kafka`` data source registered."""
-    with pytest.MonkeyPatch.context() as env:
-        # Python workers must run this interpreter and import the project's packages by name.
-        env.setenv("PYSPARK_PYTHON", sys.executable)
-        env.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
-        paths = [str(REPO_ROOT), str(REPO_ROOT / "src"), os.environ.get("PYTHONPATH", "")]
-        env.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
-        session = (
-            SparkSession.builder.master("local[2]")
-            .appName("coordinator-tests")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.sql.session.timeZone", "UTC")
-            .getOrCreate()
-        )
-        session.sparkContext.setLogLevel("ERROR")
-        register(session)
-        yield session
-        session.stop()
+    """The job's own Spark session (RocksDB state, UTC, this interpreter for workers), local[2], quiet."""
+    session = build_session(load_settings(overrides=["coordinator.shuffle.partitions=2"]), "local[2]",
+                            app_name="coordinator-tests")
+    yield session
+    session.stop()
 
 
 @pytest.fixture

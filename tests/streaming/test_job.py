@@ -1,0 +1,222 @@
+"""The streaming job end to end: a real broker, a real Spark session, checked against the local engine.
+
+Every test compares what the job wrote with `replay_local` of the same traffic: the responses keyed by
+(reply_to, correlation_id) with exact duplicates dropped (the sink is at-least-once), the last snapshot
+of every group, and the dead letters.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from pyspark.sql import SparkSession
+
+from coordinator_state import Invalid, decode_record, parse_raw, to_json
+from streaming.kafka_source import log_end_offsets
+from streaming.replay import ReplayResult, replay_local, replay_spark
+from streaming.runner import ensure_topics, start_query
+from streaming.settings import load_settings
+from tests.traffic import HOSTILE, build_traffic, write_traffic
+
+pytestmark = [pytest.mark.spark]
+
+
+def keyed(responses: list[str]) -> dict[tuple[str, int], str]:
+    """Responses by (reply_to, correlation_id); an exact duplicate is dropped, a different one fails."""
+    out: dict[tuple[str, int], str] = {}
+    for line in responses:
+        response = json.loads(line)
+        key = (response["reply_to"], response["correlation_id"])
+        assert out.get(key, line) == line, f"two different answers to {key}"
+        out[key] = line
+    return out
+
+
+def assert_same(actual: ReplayResult, expected: ReplayResult) -> None:
+    assert keyed(actual.responses) == keyed(expected.responses)
+    assert actual.snapshots == expected.snapshots
+    assert sorted(actual.dead_letters) == sorted(expected.dead_letters)
+
+
+@pytest.fixture(scope="module")
+def full_traffic() -> list[bytes]:
+    return build_traffic("full")
+
+
+@pytest.mark.parametrize("size,records_per_batch", [("short", 1), ("full", 7), ("full", None)])
+def test_spark_replay_equals_the_local_replay_whatever_the_batch_size(
+        spark: SparkSession, tmp_path: Path, size: str, records_per_batch: int | None) -> None:
+    lines = build_traffic(size)
+    settings = load_settings()
+    expected = replay_local(lines, settings)
+    assert len(expected.snapshots) >= 2 and expected.dead_letters
+    actual = replay_spark(write_traffic(tmp_path / "traffic.jsonl", lines), settings, records_per_batch, None, None)
+    assert_same(actual, expected)
+
+
+def test_late_requests_are_processed_not_lost_but_may_be_answered_differently(spark: SparkSession,
+                                                                                 tmp_path: Path) -> None:
+    """With a request older than the watermark, the guarantee of identical answers no longer holds."""
+    lines = [json.loads(line) for line in build_traffic("short") if line.startswith(b"{\"api\"")]
+    late = dict(next(r for r in lines[5:] if r["api"] == "Heartbeat"))
+    late["correlation_id"] = 999_999
+    late["timestamp_ms"] = lines[0]["timestamp_ms"] - 60_000  # a minute before everything else
+    traffic = [to_json(r).encode() for r in lines] + [to_json(late).encode()]
+    settings = load_settings()
+    local = replay_local(traffic, settings)
+    spark_run = replay_spark(write_traffic(tmp_path / "late.jsonl", traffic), settings, 5, None, None)
+    key = (late["reply_to"], 999_999)
+    assert key in keyed(local.responses) and key in keyed(spark_run.responses)  # answered by both, never lost
+    assert local.counts["late_requests"] == 1
+
+
+class Cluster:
+    """The coordinator's topics on the test broker, and what the job wrote to them."""
+
+    def __init__(self, bootstrap: str, unique: Any) -> None:
+        self.settings = load_settings(overrides=[
+            f"bootstrap.servers={bootstrap}",
+            f"coordinator.requests.topic={unique('requests')}",
+            f"coordinator.responses.topic={unique('responses')}",
+            f"coordinator.snapshots.topic={unique('snapshots')}",
+            f"coordinator.dead.letters.topic={unique('dead-letters')}",
+            # Requests of different groups sit in different partitions and Spark's watermark is global, so
+            # a backlog read unevenly across partitions would make some requests late. Each half of the
+            # recorded traffic is read in one batch here; replays exercise small batches (one partition).
+            "coordinator.max.records.per.batch=100000",
+        ])
+        ensure_topics(self.settings)
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+
+    def produce(self, lines: list[bytes], skew_ms: int = 0) -> None:
+        """Each line keyed by its group id, stamped by the broker with its own event time (plus skew_ms)."""
+        last = None
+        for line in lines:
+            parsed = parse_raw(line)
+            envelope = decode_record(line)
+            if isinstance(envelope, dict) and type(envelope.get("timestamp_ms")) is int:
+                last = envelope["timestamp_ms"]
+            key = getattr(parsed, "group_id", None)
+            self.producer.send(self.settings["coordinator.requests.topic"], value=line,
+                               key=None if key is None else key.encode(),
+                               timestamp_ms=None if last is None else last + skew_ms)
+        self.producer.flush()
+
+    def end_of_input(self, lines: list[bytes]) -> None:
+        """A last tick in a batch of its own, so that the final watermark fires its timers (as a replay does)."""
+        high = max(p.timestamp_ms for p in map(parse_raw, lines) if not isinstance(p, Invalid))
+        self.produce([to_json({"api": "Tick", "timestamp_ms": high}).encode()])
+
+    def read(self, topic_key: str) -> list[tuple[str | None, str | None]]:
+        topic = self.settings[topic_key]
+        consumer = KafkaConsumer(bootstrap_servers=self.settings["bootstrap.servers"], enable_auto_commit=False)
+        ends = log_end_offsets(consumer, topic)
+        records: list[tuple[str | None, str | None]] = []
+        for partition, end in ends.items():
+            tp = TopicPartition(topic, int(partition))
+            consumer.assign([tp])
+            consumer.seek(tp, 0)
+            while consumer.position(tp) < end:
+                for batch in consumer.poll(timeout_ms=1000).values():
+                    records += [(r.key and r.key.decode(), r.value and r.value.decode()) for r in batch]
+        consumer.close()
+        return records
+
+    def result(self) -> ReplayResult:
+        result = ReplayResult()
+        result.responses = [value for _, value in self.read("coordinator.responses.topic") if value]
+        result.dead_letters = [value for _, value in self.read("coordinator.dead.letters.topic") if value]
+        for key, value in self.read("coordinator.snapshots.topic"):
+            assert key is not None
+            # Per group, the snapshot topic is in order (one partition per key); keep the last.
+            result.snapshots[key] = to_json({"group_id": key, "tombstone": True}) if value is None else value
+        return result
+
+
+def run_until_processed(spark: SparkSession, cluster: Cluster, checkpoint: Path, produce: Any) -> None:
+    query = start_query(spark, cluster.settings, checkpoint)
+    try:
+        produce()
+        query.processAllAvailable()
+        assert query.exception() is None
+    finally:
+        query.stop()
+
+
+@pytest.mark.kafka
+def test_live_job_answers_like_the_engine_and_dead_letters_hostile_records(
+        spark: SparkSession, kafka_bootstrap: str, unique_topic: Any, tmp_path: Path, full_traffic: list[bytes]) -> None:
+    cluster = Cluster(kafka_bootstrap, unique_topic)
+    skewed = json.loads(full_traffic[1])
+    skewed["correlation_id"] = 424242
+
+    def produce() -> None:
+        cluster.produce(full_traffic)
+        cluster.produce([to_json(skewed).encode()], skew_ms=60_000)  # a client clock a minute off
+        cluster.end_of_input(full_traffic)
+
+    run_until_processed(spark, cluster, tmp_path / "checkpoint", produce)
+    expected = replay_local(full_traffic, cluster.settings)
+    actual = cluster.result()
+    refused = keyed(actual.responses).pop((skewed["reply_to"], 424242))
+    assert json.loads(refused)["body"]["error"] == "INVALID_REQUEST"
+    skew_letters = [d for d in actual.dead_letters if "max.clock.skew" in json.loads(d)["reason"]]
+    assert len(skew_letters) == 1
+    actual.dead_letters.remove(skew_letters[0])
+    actual.responses = [r for r in actual.responses if json.loads(r)["correlation_id"] != 424242]
+    # Dead letters name their Kafka position, the local replay its line; and a record without timestamp_ms
+    # gets the broker's timestamp live, so its reason differs. The records themselves must be the same.
+    def records(letters: list[str]) -> list[tuple[int, str]]:
+        return sorted((json.loads(d)["size"], json.loads(d)["sha256"]) for d in letters)
+
+    assert records(actual.dead_letters) == records(expected.dead_letters)
+    assert len(actual.dead_letters) == len(HOSTILE) and all(json.loads(d)["reason"] for d in actual.dead_letters)
+    actual.dead_letters = expected.dead_letters
+    assert_same(actual, expected)
+    quiet = json.loads(actual.snapshots["quiet"])
+    assert quiet["members"] == [] and quiet["state"] == "Empty"  # expired on ticks alone: its client was silent
+
+
+@pytest.mark.kafka
+def test_restart_on_the_checkpoint_loses_no_request(spark: SparkSession, kafka_bootstrap: str, unique_topic: Any,
+                                                      tmp_path: Path, full_traffic: list[bytes]) -> None:
+    cluster = Cluster(kafka_bootstrap, unique_topic)
+    half = len(full_traffic) // 2
+    checkpoint = tmp_path / "checkpoint"
+    run_until_processed(spark, cluster, checkpoint, lambda: cluster.produce(full_traffic[:half]))
+    first = len(cluster.read("coordinator.responses.topic"))
+    cluster.produce(full_traffic[half:])  # arrives while the job is down
+
+    def the_rest() -> None:
+        cluster.end_of_input(full_traffic)
+
+    run_until_processed(spark, cluster, checkpoint, the_rest)
+    actual = cluster.result()
+    assert 0 < first < len(actual.responses)
+    expected = replay_local(full_traffic, cluster.settings)
+    actual.dead_letters = expected.dead_letters  # positions differ; their content is checked above
+    assert_same(actual, expected)
+
+
+def test_replay_across_executor_processes_on_local_cluster(tmp_path: Path) -> None:
+    """State, the Python data source and the sink across processes: master local-cluster[2,1,1024]."""
+    lines = build_traffic("short")
+    traffic = write_traffic(tmp_path / "traffic.jsonl", lines)
+    command = [sys.executable, "-m", "streaming.cli", "replay", "--engine", "spark", "--master",
+               "local-cluster[2,1,1024]", "--records-per-batch", "10", "--input", str(traffic),
+               "--output", str(tmp_path / "responses.jsonl"), "--snapshots", str(tmp_path / "snapshots.jsonl")]
+    with tempfile.TemporaryDirectory() as work:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=work)
+    assert result.returncode == 0, result.stderr[-3000:]
+    expected = replay_local(lines, load_settings())
+    responses = (tmp_path / "responses.jsonl").read_text().splitlines()
+    assert keyed(responses) == keyed(expected.responses)
+    snapshots = (tmp_path / "snapshots.jsonl").read_text().splitlines()
+    assert snapshots == [expected.snapshots[g] for g in sorted(expected.snapshots)]
