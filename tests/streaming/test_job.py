@@ -152,7 +152,8 @@ def run_until_processed(spark: SparkSession, cluster: Cluster, checkpoint: Path,
 
 @pytest.mark.kafka
 def test_live_job_answers_like_the_engine_and_dead_letters_hostile_records(
-        spark: SparkSession, kafka_bootstrap: str, unique_topic: Any, tmp_path: Path, full_traffic: list[bytes]) -> None:
+        spark: SparkSession, kafka_bootstrap: str, unique_topic: Any, tmp_path: Path,
+        full_traffic: list[bytes]) -> None:
     cluster = Cluster(kafka_bootstrap, unique_topic)
     skewed = json.loads(full_traffic[1])
     skewed["correlation_id"] = 424242
