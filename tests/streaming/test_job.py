@@ -8,12 +8,14 @@ of every group, and the dead letters.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import pyspark
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from pyspark.sql import SparkSession
@@ -26,6 +28,7 @@ from streaming.settings import load_settings
 from tests.traffic import HOSTILE, build_traffic, write_traffic
 
 pytestmark = [pytest.mark.spark]
+SUBMIT = Path(__file__).resolve().parents[2] / "streaming" / "submit.py"
 
 
 def keyed(responses: list[str]) -> dict[tuple[str, int], str]:
@@ -206,15 +209,18 @@ def test_restart_on_the_checkpoint_loses_no_request(spark: SparkSession, kafka_b
     assert_same(actual, expected)
 
 
-def test_replay_across_executor_processes_on_local_cluster(tmp_path: Path) -> None:
-    """State, the Python data source and the sink across processes: master local-cluster[2,1,1024]."""
+def test_spark_submit_to_two_executor_processes_replays_like_the_engine(tmp_path: Path) -> None:
+    """spark-submit with master local-cluster[2,1,1024]: state, the Python source and the output across processes."""
     lines = build_traffic("short")
     traffic = write_traffic(tmp_path / "traffic.jsonl", lines)
-    command = [sys.executable, "-m", "streaming.cli", "replay", "--engine", "spark", "--master",
-               "local-cluster[2,1,1024]", "--records-per-batch", "10", "--input", str(traffic),
+    spark_submit = Path(sys.executable).parent / "spark-submit"
+    command = [str(spark_submit), "--master", "local-cluster[2,1,1024]", str(SUBMIT), "replay", "--engine", "spark",
+               "--records-per-batch", "10", "--input", str(traffic),
                "--output", str(tmp_path / "responses.jsonl"), "--snapshots", str(tmp_path / "snapshots.jsonl")]
+    env = {**os.environ, "SPARK_HOME": str(Path(pyspark.__file__).parent), "PYSPARK_PYTHON": sys.executable,
+           "PYSPARK_DRIVER_PYTHON": sys.executable}
     with tempfile.TemporaryDirectory() as work:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=work)
+        result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=work, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     expected = replay_local(lines, load_settings())
     responses = (tmp_path / "responses.jsonl").read_text().splitlines()
