@@ -143,6 +143,11 @@ def file_kind(path: Path, lines: Sequence[Line]) -> str | None:
     return kind
 
 
+def _response_summary(value: dict[str, Any]) -> str:
+    body = value.get("body") or {}
+    return f"{value.get('api')} of group {value.get('group_id')}: {body.get('error')} at {value.get('timestamp_ms')}"
+
+
 def compare_responses(a: Sequence[Line], b: Sequence[Line]) -> DiffReport:
     def keyed(lines: Sequence[Line]) -> dict[str, dict[str, Any]]:
         found: dict[str, dict[str, Any]] = defaultdict(dict)
@@ -161,9 +166,9 @@ def compare_responses(a: Sequence[Line], b: Sequence[Line]) -> DiffReport:
                 report.differences.append(Difference(key, side, f"{len(answers)} different responses: "
                                                                 + describe_difference(answers[0], answers[1])))
         if not theirs:
-            report.differences.append(Difference(key, "A only", short(ours[0])))
+            report.differences.append(Difference(key, "A only", _response_summary(ours[0])))
         elif not ours:
-            report.differences.append(Difference(key, "B only", short(theirs[0])))
+            report.differences.append(Difference(key, "B only", _response_summary(theirs[0])))
         elif len(ours) == len(theirs) == 1 and canonical(ours[0]) != canonical(theirs[0]):
             report.differences.append(Difference(key, "A != B", describe_difference(ours[0], theirs[0])))
     return report

@@ -101,7 +101,7 @@ class PartitionMerge:
 
     def ready(self) -> Iterator[Fetched]:
         """The records that no later fetch can precede: while every partition has one waiting."""
-        while all(self.queues.values()):
+        while self.queues and all(self.queues.values()):
             yield self._pop()
 
     def drain(self) -> Iterator[Fetched]:

@@ -57,8 +57,9 @@ def test_a_differing_field_is_reported_with_its_path(tmp_path: Path) -> None:
 def test_a_missing_response_is_reported_on_its_side(tmp_path: Path) -> None:
     a = write(tmp_path / "a", response("x", 1), response("x", 2))
     b = write(tmp_path / "b", response("x", 1), response("z", 9))
-    found = {(d.key, d.side) for d in diff_files(a, b).differences}
-    assert found == {("reply_to=x correlation_id=2", "A only"), ("reply_to=z correlation_id=9", "B only")}
+    found = {(d.key, d.side, d.detail) for d in diff_files(a, b).differences}
+    assert found == {("reply_to=x correlation_id=2", "A only", "JoinGroup of group orders: NONE at 1700000003000"),
+                     ("reply_to=z correlation_id=9", "B only", "JoinGroup of group orders: NONE at 1700000003000")}
 
 
 def test_two_different_answers_to_one_key_are_a_difference_even_on_both_sides(tmp_path: Path) -> None:

@@ -49,6 +49,7 @@ def test_the_merge_orders_by_timestamp_then_partition_and_keeps_each_partition_i
     merge.add(p1)
     assert [r.value for r in merge.ready()] == [b"c", b"a", b"b"]  # 1 is empty again: d waits
     assert [r.value for r in merge.drain()] == [b"d"]
+    assert list(PartitionMerge([]).ready()) == []  # a topic whose partitions are not known yet
 
 
 @pytest.mark.kafka
