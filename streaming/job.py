@@ -17,6 +17,7 @@ A thin adapter over `coordinator_state.run_group`. The pipeline:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -127,8 +128,6 @@ def make_group_step(settings: Mapping[str, Any], live: bool) -> Callable[..., It
 
 
 def _reply_to(response_json: str) -> str:
-    import json
-
     return str(json.loads(response_json)["reply_to"])
 
 
