@@ -3,7 +3,9 @@
 `GroupMember` is one consumer process: drive it with `poll(now_ms)` / `on_response(envelope)` over any
 `Transport` (`run_member` is the real-time loop). `SimTransport` runs it against the engine in memory on
 a simulated clock, `kafka_transport.KafkaTransport` over the coordinator's topics; `chaos.run_chaos`
-injects faults into a group of members and reports what the coordinator made of it.
+injects faults into a group of members and reports what the coordinator made of it, and
+`spark_chaos.run_chaos_spark` does the same in real time against the streaming job (`live.LiveEngine`).
+`demo.Demo` keeps a group of static members under rolling bounces for `coordinator run --demo`.
 """
 
 from .assignors import ASSIGNORS, MemberSubscription, range_assign, round_robin_assign

@@ -1,13 +1,18 @@
-"""Chaos harness: real `GroupMember`s against the engine, with faults injected, measured in a report.
+"""Chaos harness: real `GroupMember`s against a coordinator, with faults injected, measured in a report.
 
-Theory of operation: the run is discrete-event simulation on `SimTransport`'s clock. At each instant the
+Theory of operation: the run goes from instant to instant on an `Engine`'s clock. At each instant the
 harness applies the faults due, then pumps every live process (poll, send, deliver its responses) until
-nobody has anything more to say, then jumps to the next instant: the earliest member deadline, tick, fault
-or pause end. Phases: warm-up (members start within `start_jitter_ms`) until the group is first stable
-(Stable, every member in it, every process stable in the current generation); the scenario's faults,
-timed from then; `settle_ms` of quiet; the end of the run, where the figures are taken; then a drain that
-keeps the members running until every request has been answered (or `drain_limit_ms`). Everything random
-comes from one RNG seeded with `seed`, so a config gives one report.
+nobody has anything more to say, then moves to the next instant: the earliest member deadline, tick,
+fault or pause end. Phases: warm-up (members start within `start_jitter_ms`) until the group is first
+stable (Stable, every member in it, every process stable in the current generation); the scenario's
+faults, timed from then; `settle_ms` of quiet; the end of the run, where the figures are taken; then a
+drain that keeps the members running until every request has been answered (or `drain_limit_ms`).
+
+On the sim engine (`SimTransport`) this is discrete-event simulation: time jumps from instant to instant,
+and everything random comes from one RNG seeded with `seed`, so a config gives one report. On a real-time
+engine (`live.LiveEngine`: the streaming job over Kafka) the harness waits for the next instant, or less
+if something arrives; requests are in flight whenever members run, so there the drain first closes every
+member (without LeaveGroup) and then waits for the last answers.
 
 Coordinator restart in simulation: nothing is serialized. The same `LocalCoordinator` stands for the
 state restored from the checkpoint; the outage is a pause of the engine during which requests wait in the
@@ -22,16 +27,27 @@ import heapq
 import json
 import random
 import sys
+import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .consumer_protocol import Assignment
 from .ledger import Ledger, ProcessKey
 from .member import GroupMember, MemberConfig, MemberState, new_reply_to
-from .scenarios import SCENARIOS, Action, ChaosConfigError, build_actions, normalize_config, slot_ids
+from .scenarios import (
+    ENGINES,
+    SCENARIOS,
+    Action,
+    ChaosConfigError,
+    build_actions,
+    config_overrides,
+    normalize_config,
+    slot_ids,
+    slot_name,
+)
 from .transport import SimTransport
 
 # Passes of the pump at one instant before the harness calls it a livelock.
@@ -42,6 +58,66 @@ class HarnessError(RuntimeError):
     """The harness itself failed (not a finding about the coordinator)."""
 
 
+class Engine(Protocol):
+    """A coordinator the members talk to, with the clock the run goes by (`SimTransport` is the sim one)."""
+
+    realtime: bool  # time passes on its own: requests are in flight whenever members run
+    duplicates_delivered: int  # responses delivered more than once
+
+    @property
+    def responses(self) -> list[dict[str, Any]]:
+        """Every response decided, once each, in decision order (or sorted, where there is no one order)."""
+
+    def send(self, request: Mapping[str, Any]) -> None:
+        """Hands one request envelope to the coordinator."""
+
+    def receive(self, reply_to: str, timeout_ms: int = 0) -> list[dict[str, Any]]:
+        """The responses for `reply_to` that arrived since the last call."""
+
+    def next_event_ms(self) -> int | None:
+        """When the engine itself next has something to do (the sim's next tick), if it knows."""
+
+    def wait_until(self, target_ms: int) -> int:
+        """Lets time pass towards `target_ms`; returns the time then (earlier in real time if something arrived)."""
+
+    def describe(self, group_id: str) -> dict[str, Any] | None:
+        """The coordinator's latest snapshot of the group."""
+
+    def stop_coordinator(self) -> None:
+        """The coordinator goes down; requests wait in the log."""
+
+    def start_coordinator(self, redeliver: int = 0) -> None:
+        """The coordinator comes back from its checkpoint (the sim re-delivers its last `redeliver` responses)."""
+
+    def request_count(self) -> int:
+        """Requests sent so far."""
+
+    def unanswered(self) -> int:
+        """Requests sent and not answered yet."""
+
+    def caught_up(self, sent_before_ms: int) -> bool:
+        """Whether the coordinator has dealt with every request sent before `sent_before_ms`."""
+
+    def write_traffic(self, path: str | Path) -> None:
+        """Saves the request log, ticks included, as JSON lines."""
+
+    def close(self) -> None:
+        """Releases what the engine holds."""
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Where a run stands, for a live status line."""
+
+    phase: str  # joining | stable | bouncing <ids> | not stable
+    generation: int
+    stable_members: int  # live processes stable in the group's current generation
+    members: int
+    rebalances: int  # generations since the group was first stable
+    restarts: int  # processes started for a member slot after its first
+    unanswered: int
+
+
 @dataclass(slots=True)
 class _Process:
     key: ProcessKey
@@ -49,20 +125,17 @@ class _Process:
     paused_until: int | None = None
 
 
-class _ChaosRun:
-    """One run: the transport, the processes, the fault queue and the ledger."""
+class ChaosRun:
+    """One run: the engine, the processes, the fault queue and the ledger.
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    `rng` is the run's one source of randomness (`run_chaos` seeds it from the config and draws the sim's own
+    seed from it first).
+    """
+
+    def __init__(self, config: dict[str, Any], engine: Engine, rng: random.Random) -> None:
         self.config = config
-        self.rng = random.Random(config["seed"])
-        self.transport = SimTransport(
-            config["coordinator_config"],
-            lateness_ms=config["lateness_ms"],
-            start_ms=config["start_ms"],
-            tick_interval_ms=config["tick_interval_ms"],
-            duplicate_probability=config["duplicate_probability"],
-            seed=self.rng.getrandbits(32),
-        )
+        self.rng = rng
+        self.engine = engine
         partitions = tuple(sorted((t, p) for t, n in config["topics"].items() for p in range(n)))
         self.ledger = Ledger(partitions)
         self.now = config["start_ms"]
@@ -78,7 +151,12 @@ class _ChaosRun:
 
     # ------------------------------------------------------------------ the run
 
-    def run(self) -> dict[str, Any]:
+    def run(self, should_stop: Callable[[], bool] = lambda: False, *, repeat: bool = False,
+            on_instant: Callable[[], None] | None = None) -> dict[str, Any]:
+        """Runs the scenario once (or, with `repeat`, round after round until `should_stop()`) and reports.
+
+        `on_instant` is called after every instant, in the run's thread (a live status reads `progress()`).
+        """
         config = self.config
         for slot in range(config["members"]):
             self._schedule(config["start_ms"] + self.rng.randrange(config["start_jitter_ms"] or 1),
@@ -86,15 +164,23 @@ class _ChaosRun:
         warmup_deadline = config["start_ms"] + config["warmup_limit_ms"]
         while True:
             self._instant()
+            if on_instant is not None:
+                on_instant()
             if self.stable_at is None and self._group_stable():
                 self._begin_scenario()
-            if self.stable_at is None and self.now >= warmup_deadline:
+            elif self.stable_at is None and self.now >= warmup_deadline:
                 self.notes.append(f"not stable within warmup_limit_ms={config['warmup_limit_ms']}")
                 self.end_at = self.now
+            if should_stop():
+                self.end_at = self.now
+                self.queue.clear()
             if self.end_at is not None and self.now >= self.end_at:
-                break
+                if not repeat or should_stop() or self.stable_at is None:
+                    break
+                self._schedule_round()
             self._step(self.end_at if self.end_at is not None else warmup_deadline)
         self.ledger.window_end_ms = self.end_at
+        self._catch_up()
         self.generation_at["end"] = self._generation()
         final = self._final_state()
         self._drain()
@@ -105,32 +191,49 @@ class _ChaosRun:
         self.generation_at["stable"] = self._generation()
         self.ledger.window_start_ms = self.now
         self.ledger.advance(self.now)
+        self._schedule_round()
+
+    def _schedule_round(self) -> None:
+        """The scenario's faults, timed from now; the run (or this round) ends `settle_ms` after the last."""
         actions = build_actions(self.config, self.rng)
         for action in actions:
             self._schedule(self.now + action.at_ms, action)
         last = max((a.at_ms + a.duration_ms for a in actions), default=0)
         self.end_at = self.now + last + self.config["settle_ms"]
 
+    def _catch_up(self) -> None:
+        """Keeps the members running until the coordinator has dealt with everything sent by the end (at
+        most `drain_limit_ms`), so that the final figures are not a real-time coordinator's backlog."""
+        assert self.end_at is not None
+        limit = self.now + self.config["drain_limit_ms"]
+        while not self.engine.caught_up(self.end_at) and self.now < limit:
+            self._step(limit)
+            self._instant()
+
     def _drain(self) -> None:
         limit = self.now + self.config["drain_limit_ms"]
+        if self.engine.realtime:
+            for proc in self.processes.values():
+                proc.member.close(leave_group=False)
         self._instant()
-        while self.transport.unanswered() and self.now < limit:
+        while self.engine.unanswered() and self.now < limit:
             self._step(limit)
             self._instant()
 
     def _step(self, horizon: int) -> None:
         """Jumps to the next instant something happens (at most `horizon`)."""
-        candidates = [self.transport.next_tick_ms, horizon]
+        candidates = [horizon]
+        engine_next = self.engine.next_event_ms()
+        if engine_next is not None:
+            candidates.append(engine_next)
         if self.queue:
             candidates.append(self.queue[0][0])
         for proc in self.processes.values():
             deadline = proc.paused_until if proc.paused_until is not None else proc.member.next_deadline()
             if deadline is not None:
                 candidates.append(deadline)
-        target = max(min(candidates), self.now + 1)
-        self.ledger.advance(target)
-        self.transport.advance_to(target)
-        self.now = target
+        self.now = max(self.now, self.engine.wait_until(max(min(candidates), self.now + 1)))
+        self.ledger.advance(self.now)
 
     def _instant(self) -> None:
         """Everything at `now`: due faults, pause ends, then the members talk until they are done."""
@@ -147,8 +250,8 @@ class _ChaosRun:
                     continue
                 requests = proc.member.poll(self.now)
                 for request in requests:
-                    self.transport.send(request)
-                responses = self.transport.receive(proc.member.reply_to)
+                    self.engine.send(request)
+                responses = self.engine.receive(proc.member.reply_to)
                 for response in responses:
                     proc.member.on_response(response)
                 busy = busy or bool(requests or responses)
@@ -159,7 +262,7 @@ class _ChaosRun:
             raise HarnessError(f"members still busy after {MAX_PASSES} passes at {self.now}")
         for key in [k for k, p in self.processes.items() if p.member.done]:
             self._retire(key)
-        snapshot = self.transport.describe(self.config["group_id"])
+        snapshot = self.engine.describe(self.config["group_id"])
         if snapshot is not None:
             self.ledger.generation(self.now, snapshot["generation_id"], snapshot["state"],
                                    len(snapshot["members"]))
@@ -173,9 +276,9 @@ class _ChaosRun:
     def _apply(self, action: Action) -> None:
         kind, slot = action.kind, action.member
         if kind == "stop_coordinator":
-            self.transport.stop_coordinator()
+            self.engine.stop_coordinator()
         elif kind == "start_coordinator":
-            self.transport.start_coordinator(redeliver=self.config["params"]["redeliver"])
+            self.engine.start_coordinator(redeliver=self.config["params"]["redeliver"])
         elif kind in ("start", "start_duplicate"):
             self._spawn(slot)
         key = None if slot < 0 else self._latest(slot)
@@ -243,7 +346,7 @@ class _ChaosRun:
     # ------------------------------------------------------------------ figures
 
     def _snapshot(self) -> dict[str, Any]:
-        return self.transport.describe(self.config["group_id"]) or {
+        return self.engine.describe(self.config["group_id"]) or {
             "state": None, "generation_id": 0, "members": []}
 
     def _clients_agree(self, snapshot: Mapping[str, Any]) -> bool:
@@ -260,6 +363,20 @@ class _ChaosRun:
     def _generation(self) -> int:
         return int(self._snapshot()["generation_id"])
 
+    def progress(self) -> Progress:
+        """Where the run stands now (call it from the run's thread, e.g. in `on_instant`)."""
+        generation = self._generation()
+        stable = sorted(k[0] for k, p in self.processes.items()
+                        if p.member.state is MemberState.STABLE and p.member.generation_id == generation)
+        if self.stable_at is None:
+            phase = "not stable" if self.end_at is not None else "joining"
+        else:
+            unsettled = [s for s in range(self.config["members"]) if s not in stable]
+            phase = "bouncing " + ",".join(slot_name(self.config, s) for s in unsettled) if unsettled else "stable"
+        return Progress(phase, generation, len(stable), self.config["members"],
+                        generation - self.generation_at.get("stable", generation),
+                        sum(self.incarnations.values()), self.engine.unanswered())
+
     def _final_state(self) -> dict[str, Any]:
         """The group at the end of the run, and whether clients and coordinator agree on it."""
         snapshot = self._snapshot()
@@ -275,11 +392,11 @@ class _ChaosRun:
         start = self.config["start_ms"]
         members = self.retired + [p.member for p in self.processes.values()]
         rebalances = self.generation_at["end"] - self.generation_at.get("stable", self.generation_at["end"])
-        errors = Counter(r["body"].get("error", "?") for r in self.transport.responses)
+        errors = Counter(r["body"].get("error", "?") for r in self.engine.responses)
         fenced = [e["identity"] for e in self.ledger.events
                   if e["kind"] == "failed" and e["error"] == "FENCED_INSTANCE_ID"]
         digest = hashlib.sha256()
-        for response in self.transport.responses:
+        for response in self.engine.responses:
             digest.update(json.dumps(response, sort_keys=True, separators=(",", ":")).encode())
         return {
             "config": self.config,
@@ -292,16 +409,16 @@ class _ChaosRun:
             "overlap_ms": self.ledger.overlap_ms,
             "fenced": len(fenced),
             "fenced_members": fenced,
-            "requests": sum(1 for r in self.transport.traffic if r.get("api") != "Tick"),
-            "responses": len(self.transport.responses),
-            "unanswered": self.transport.unanswered(),
+            "requests": self.engine.request_count(),
+            "responses": len(self.engine.responses),
+            "unanswered": self.engine.unanswered(),
             "errors": dict(sorted(errors.items())),
-            "duplicates_delivered": self.transport.duplicates_delivered,
+            "duplicates_delivered": self.engine.duplicates_delivered,
             "responses_dropped": sum(m.stats.dropped for m in members),
             "request_timeouts": sum(m.stats.timeouts for m in members),
             "final": final,
             "responses_sha256": digest.hexdigest(),
-            "notes": self.notes + _NOTES,
+            "notes": self.notes + _NOTES + _ENGINE_NOTES[self.config["engine"]],
             "events": [{**e, "at_ms": e["at_ms"] - start} for e in self.ledger.events],
             "segments": [[s.process[0], s.process[1], s.state, s.start_ms - start,
                           None if s.end_ms is None else s.end_ms - start] for s in self.ledger.segments],
@@ -312,25 +429,51 @@ class _ChaosRun:
 _NOTES = [
     "times (*at_ms, generations, events, segments) are milliseconds since config.start_ms",
     "the measured window runs from stable_at_ms to end_at_ms; unanswered is counted after the drain",
-    "coordinator-restart: the same LocalCoordinator stands for the restored checkpoint; the outage queues "
-    "requests in the log without ticks, then the job re-delivers its last responses",
-    "the simulated network has no latency: a request is answered in the instant it is sent unless parked",
-    "responses_sha256: SHA-256 over the responses in decision order, each as compact JSON with sorted keys",
 ]
+_ENGINE_NOTES = {
+    "sim": [
+        "coordinator-restart: the same LocalCoordinator stands for the restored checkpoint; the outage queues "
+        "requests in the log without ticks, then the job re-delivers its last responses",
+        "the simulated network has no latency: a request is answered in the instant it is sent unless parked",
+        "responses_sha256: SHA-256 over the responses in decision order, each as compact JSON with sorted keys",
+    ],
+    "spark": [
+        "real time against the streaming job: config.start_ms is the wall clock when the run started; "
+        "duplicate_probability is not used (the job's at-least-once sink makes its own duplicates)",
+        "generations and the group's state are the job's snapshots read back from the snapshot topic: they lag "
+        "the clients by up to a micro-batch",
+        "coordinator-restart: the query and its tick writer are stopped mid-run (interrupting the micro-batch in "
+        "progress) and started again on the same checkpoint; params.redeliver is not used: what the sink "
+        "repeats is counted in duplicates_delivered",
+        "unanswered: requests with no response on the response topic once every member was closed (without "
+        "LeaveGroup) and the drain ended",
+        "responses_sha256: SHA-256 over the distinct responses sorted by their compact JSON with sorted keys "
+        "(the response topic's partitions have no one decision order)",
+    ],
+}
 
 
 def run_chaos(config: Mapping[str, Any], *, traffic: str | Path | None = None) -> dict[str, Any]:
     """Runs one chaos scenario on the simulated engine; the same config (seed included) gives the same report.
 
     `traffic`, if given, is where the request log (ticks included) is saved as JSON lines for replay.
+    `spark_chaos.run_chaos_spark` runs a config against the streaming job.
     """
     full = normalize_config(config)
     if full["engine"] != "sim":
         raise ChaosConfigError(f"run_chaos drives the sim engine only, not {full['engine']!r}")
-    chaos_run = _ChaosRun(full)
-    report = chaos_run.run()
+    rng = random.Random(full["seed"])
+    transport = SimTransport(
+        full["coordinator_config"],
+        lateness_ms=full["lateness_ms"],
+        start_ms=full["start_ms"],
+        tick_interval_ms=full["tick_interval_ms"],
+        duplicate_probability=full["duplicate_probability"],
+        seed=rng.getrandbits(32),
+    )
+    report = ChaosRun(full, transport, rng).run()
     if traffic is not None:
-        chaos_run.transport.write_traffic(traffic)
+        transport.write_traffic(traffic)
     return report
 
 
@@ -344,6 +487,25 @@ def summary(report: Mapping[str, Any]) -> str:
             f"unanswered={report['unanswered']} consistent={report['final']['consistent']}")
 
 
+def describe_progress(progress: Progress) -> str:
+    """A short status: phase, generation, members stable, rebalances, restarts, unanswered requests."""
+    return (f"{progress.phase}  generation {progress.generation}  stable {progress.stable_members}/"
+            f"{progress.members}  rebalances {progress.rebalances}  restarts {progress.restarts}  "
+            f"unanswered {progress.unanswered}")
+
+
+def _status_line() -> Callable[[Progress], None]:
+    """Shows a real-time run's progress on stderr, at most once a second."""
+    shown = [0.0]
+
+    def show(progress: Progress) -> None:
+        if time.monotonic() - shown[0] >= 1:
+            shown[0] = time.monotonic()
+            print(f"\r{describe_progress(progress)}\033[K", end="", file=sys.stderr, flush=True)
+
+    return show
+
+
 def add_chaos_arguments(parser: argparse.ArgumentParser) -> None:
     """The `coordinator chaos` flags."""
     parser.add_argument("--members", type=int, default=20, help="number of consumer processes (default 20)")
@@ -354,25 +516,37 @@ def add_chaos_arguments(parser: argparse.ArgumentParser) -> None:
         membership.add_argument(f"--{name}", dest="membership", action="store_const", const=name, help=text)
     parser.set_defaults(membership="static")
     parser.add_argument("--scenario", choices=SCENARIOS, default="rolling-bounce")
-    parser.add_argument("--engine", choices=("sim", "spark"), default="sim",
-                        help="sim: the engine in memory on a simulated clock; spark: the streaming job")
+    parser.add_argument("--engine", choices=ENGINES, default="sim",
+                        help="sim: the engine in memory on a simulated clock; spark: the streaming job in real "
+                             "time, on the embedded broker, a fresh checkpoint and a local Spark session")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
+                        help="a chaos config entry (repeatable), e.g. --set session_timeout_ms=15000, "
+                             "--set params.interval_ms=2000, "
+                             "--set coordinator_config.group.initial.rebalance.delay.ms=0")
+    parser.add_argument("--bootstrap-servers", metavar="HOST:PORT",
+                        help="spark: a broker to use instead of the embedded one")
     parser.add_argument("--report", metavar="FILE.json", help="write the report here (default: stdout)")
     parser.add_argument("--plot", metavar="FILE.png", help="draw the rebalance timeline here")
     parser.add_argument("--traffic", metavar="FILE.jsonl",
-                        help="save the request log, ticks included, for replay")
+                        help="save the request log, ticks included, for replay (spark: the request topic as "
+                             "the job read it)")
 
 
 def chaos_main(args: argparse.Namespace) -> int:
     """Runs `coordinator chaos`: 0 when the run completed, whatever it found; 2 for a bad request; 1 if the
     harness failed."""
-    if args.engine == "spark":
-        print("coordinator chaos: --engine spark is not available yet; use --engine sim", file=sys.stderr)
-        return 2
-    config = {"scenario": args.scenario, "members": args.members, "membership": args.membership,
-              "seed": args.seed, "engine": args.engine}
     try:
-        report = run_chaos(config, traffic=args.traffic)
+        config = {"scenario": args.scenario, "members": args.members, "membership": args.membership,
+                  "seed": args.seed, "engine": args.engine, **config_overrides(args.overrides)}
+        if args.engine == "spark":
+            from .spark_chaos import run_chaos_spark
+
+            report = run_chaos_spark(config, traffic=args.traffic, bootstrap_servers=args.bootstrap_servers,
+                                     progress=_status_line())
+            print(file=sys.stderr)
+        else:
+            report = run_chaos(config, traffic=args.traffic)
     except ChaosConfigError as exc:
         print(f"coordinator chaos: {exc}", file=sys.stderr)
         return 2

@@ -57,7 +57,7 @@ class KafkaTransport:
         """The responses for `reply_to` read so far, fetching for up to `timeout_ms` if there are none."""
         self._register(reply_to)
         if not self._inbox[reply_to]:
-            self._fetch(timeout_ms)
+            self.fetch(timeout_ms)
         delivered, self._inbox[reply_to] = self._inbox[reply_to], []
         return delivered
 
@@ -81,9 +81,14 @@ class KafkaTransport:
             self._consumer.seek_to_end(tp)
             self._consumer.position(tp)  # resolve the end offset now, before the request is produced
 
-    def _fetch(self, timeout_ms: int) -> None:
+    def fetch(self, timeout_ms: int) -> int:
+        """Reads what has arrived, waiting up to `timeout_ms` for something; returns how many responses to
+        registered reply_tos it read (`receive` hands them out)."""
+        kept = 0
         for records in self._consumer.poll(timeout_ms=timeout_ms).values():
             for record in records:
                 key = record.key.decode("utf-8", "replace") if record.key is not None else None
                 if key in self._inbox and record.value is not None:
                     self._inbox[key].append(json.loads(record.value))
+                    kept += 1
+        return kept

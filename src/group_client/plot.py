@@ -15,7 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from .scenarios import slot_ids
+from .scenarios import slot_name
 
 STATE_COLOURS = {
     "stable": "#4caf50",
@@ -70,7 +70,7 @@ def plot_report(report: Mapping[str, Any], path: str | Path) -> None:
     if report["stable_at_ms"] is not None:
         timeline.axvspan(0, report["stable_at_ms"] / 1000, color="#eeeeee", zorder=0)
     timeline.set_yticks(range(slots))
-    timeline.set_yticklabels([_slot_label(config, s) for s in range(slots)], fontsize=7)
+    timeline.set_yticklabels([slot_name(config, s) for s in range(slots)], fontsize=7)
     timeline.set_ylim(-1, slots)
     timeline.invert_yaxis()
     timeline.set_title(_title(report), fontsize=10)
@@ -85,7 +85,8 @@ def plot_report(report: Mapping[str, Any], path: str | Path) -> None:
         ys = [n for _, n in points] + [points[-1][1]]
         unowned.step(xs, ys, where="post", color="#e53935")
     unowned.set_ylabel("unowned\npartitions", fontsize=8)
-    unowned.set_xlabel("simulated seconds since start (grey: warm-up before first stability)")
+    clock = "simulated seconds" if config["engine"] == "sim" else "seconds"
+    unowned.set_xlabel(f"{clock} since start (grey: warm-up before first stability)")
     unowned.set_xlim(0, end_s)
     fig.savefig(str(path), dpi=100, bbox_inches="tight")
 
@@ -103,11 +104,6 @@ def _outages(ax: Any, report: Mapping[str, Any]) -> None:
     starts = [e["at_ms"] for e in report["events"] if e["kind"] == "start_coordinator"]
     for stop, start in zip(stops, starts, strict=False):
         ax.axvspan(stop / 1000, start / 1000, color="#ffcdd2", alpha=0.6, zorder=0, label="coordinator down")
-
-
-def _slot_label(config: Mapping[str, Any], slot: int) -> str:
-    client_id, instance_id = slot_ids(config, slot)
-    return instance_id or client_id
 
 
 def _title(report: Mapping[str, Any]) -> str:

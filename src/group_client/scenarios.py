@@ -8,14 +8,16 @@ into the config, so the report's `config` is all a rerun needs.
 
 from __future__ import annotations
 
+import json
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .transport import SIM_START_MS
 
 MEMBERSHIPS = ("static", "dynamic", "mixed")
+ENGINES = ("sim", "spark")
 # First fault this long after the group first became stable.
 FIRST_FAULT_MS = 5000
 
@@ -44,6 +46,9 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "drain_limit_ms": 120000,  # after the run, keep going at most this long for the last answers
     "params": {},
 }
+# Defaults that differ on the streaming job: its own lateness default, and no simulated duplicates (its
+# at-least-once sink makes real ones); `start_ms` there is the wall clock when the run starts.
+ENGINE_DEFAULTS: dict[str, dict[str, Any]] = {"sim": {}, "spark": {"lateness_ms": 2000, "duplicate_probability": 0.0}}
 
 
 Config = Mapping[str, Any]
@@ -70,6 +75,12 @@ def slot_ids(config: Config, slot: int) -> tuple[str, str | None]:
     membership = config["membership"]
     static = membership == "static" or (membership == "mixed" and slot % 2 == 0)
     return f"consumer-{slot:02d}", f"instance-{slot:02d}" if static else None
+
+
+def slot_name(config: Config, slot: int) -> str:
+    """How a member slot is shown: its group.instance.id, else its client id."""
+    client_id, instance_id = slot_ids(config, slot)
+    return instance_id or client_id
 
 
 def _rolling_bounce(config: Config, params: Params, rng: random.Random) -> list[Action]:
@@ -136,12 +147,37 @@ _BUILDERS: dict[str, Callable[[Config, Params, random.Random], list[Action]]] = 
 SCENARIOS = tuple(_BUILDERS)
 
 
+def config_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """Config entries from `KEY=VALUE` strings (the value as JSON, else as a string); `params.NAME` and
+    `coordinator_config.KEY` set one entry of those maps."""
+    config: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise ChaosConfigError(f"expected KEY=VALUE, got {item!r}")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        section, dot, name = key.partition(".")
+        if dot and section in ("params", "coordinator_config"):
+            config.setdefault(section, {})[name] = value
+        elif key in DEFAULT_CONFIG:
+            config[key] = value
+        else:
+            raise ChaosConfigError(f"unknown chaos config key {key!r}")
+    return config
+
+
 def normalize_config(config: Config) -> dict[str, Any]:
     """The full configuration of a run: defaults filled in, checked, scenario parameters included."""
     unknown = set(config) - set(DEFAULT_CONFIG)
     if unknown:
         raise ChaosConfigError(f"unknown chaos config keys: {sorted(unknown)}")
-    full = {**DEFAULT_CONFIG, **config}
+    engine = config.get("engine", DEFAULT_CONFIG["engine"])
+    if engine not in ENGINES:
+        raise ChaosConfigError(f"engine must be one of {list(ENGINES)}, got {engine!r}")
+    full = {**DEFAULT_CONFIG, **ENGINE_DEFAULTS[engine], **config}
     if full["scenario"] not in _BUILDERS:
         raise ChaosConfigError(f"scenario must be one of {list(SCENARIOS)}, got {full['scenario']!r}")
     if full["membership"] not in MEMBERSHIPS:
@@ -150,7 +186,7 @@ def normalize_config(config: Config) -> dict[str, Any]:
         raise ChaosConfigError("members must be a positive integer")
     if full["topics"] is None:
         full["topics"] = {"events": 3 * full["members"]}
-    full["coordinator_config"] = dict(full["coordinator_config"])
+    full["coordinator_config"] = {**DEFAULT_CONFIG["coordinator_config"], **full["coordinator_config"]}
     defaults = _scenario_defaults(full)[full["scenario"]]
     extra = set(full["params"]) - set(defaults)
     if extra:

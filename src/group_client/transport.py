@@ -41,8 +41,10 @@ class SimTransport:
     Time only moves through `advance_to`. `stop_coordinator` / `start_coordinator` model the streaming job
     being down: requests keep landing in the request log (`traffic`), no ticks are written, and at restart
     the backlog is processed in log order. `duplicate_probability` makes the mailbox deliver a response twice,
-    as the at-least-once response sink may.
+    as the at-least-once response sink may. It is the chaos harness's sim `Engine`.
     """
+
+    realtime = False
 
     def __init__(
         self,
@@ -92,10 +94,22 @@ class SimTransport:
         """Whether the engine is processing records."""
         return self._backlog is None
 
-    @property
-    def next_tick_ms(self) -> int:
+    def next_event_ms(self) -> int:
         """When the next Tick is due."""
         return self._next_tick
+
+    def wait_until(self, target_ms: int) -> int:
+        """Simulated time jumps: `advance_to(target_ms)`."""
+        self.advance_to(target_ms)
+        return target_ms
+
+    def caught_up(self, sent_before_ms: int) -> bool:
+        """Whether the engine is up: it takes each record as it is written, and a backlog at restart."""
+        return self.coordinator_up
+
+    def request_count(self) -> int:
+        """Requests in the log (ticks not counted)."""
+        return sum(1 for r in self.traffic if r.get("api") != "Tick")
 
     def advance_to(self, ts_ms: int) -> None:
         """Moves the clock to `ts_ms`, writing the ticks due on the way (none while the engine is down)."""

@@ -176,8 +176,23 @@ def test_cli_writes_report_plot_and_traffic(tmp_path: Path, capsys: pytest.Captu
     assert "rebalances=" in capsys.readouterr().err
 
 
-def test_cli_refuses_spark_and_impossible_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    assert chaos_main(cli("--engine", "spark")) == 2
-    assert "not available yet" in capsys.readouterr().err
-    assert chaos_main(cli("--dynamic", "--scenario", "duplicate-instance")) == 2
-    assert "static members" in capsys.readouterr().err
+def test_cli_sets_config_entries(tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    assert chaos_main(cli("--members", "3", "--scenario", "crash", "--set", "session_timeout_ms=12000",
+                          "--set", "params.down_ms=4000", "--set", "coordinator_config.group.max.size=5",
+                          "--report", str(report))) == 0
+    config = json.loads(report.read_text())["config"]
+    assert config["session_timeout_ms"] == 12000 and config["params"] == {"down_ms": 4000}
+    assert config["coordinator_config"] == {"group.initial.rebalance.delay.ms": 3000, "group.max.size": 5}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("--dynamic", "--scenario", "duplicate-instance"), "static members"),
+    (("--set", "sesion_timeout_ms=1"), "unknown chaos config key 'sesion_timeout_ms'"),
+    (("--set", "members"), "expected KEY=VALUE"),
+    (("--scenario", "crash", "--set", "params.pause_ms=1"), "no parameters"),
+])
+def test_cli_refuses_impossible_runs(argv: tuple[str, ...], message: str,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    assert chaos_main(cli(*argv)) == 2
+    assert message in capsys.readouterr().err
