@@ -82,10 +82,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         ticks = TickWriter(settings).start()
         query = start_query(spark, settings, checkpoint)
         demo = None
-        if args.demo:
-            from group_client.demo import Demo
-
-            demo = Demo(settings, members=args.demo_members).start()
         status = LiveStatus()
         started = time.monotonic()
         deadline = None if args.duration <= 0 else started + args.duration
@@ -95,6 +91,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                     print(f"\nthe query failed: {query.exception()}", file=sys.stderr)
                     return EXIT_FAILED
                 status.update(query)
+                if args.demo and demo is None and status.batches:
+                    # Members started before the job answers would see their first rebalance completed
+                    # in the past (event time) and could lose their session before their first heartbeat.
+                    from group_client.demo import Demo
+
+                    demo = Demo(settings, members=args.demo_members).start()
                 extra = f"  |  {demo.status()}" if demo is not None else ""
                 print(f"\r[{time.monotonic() - started:5.0f} s] {status.line()}{extra}\033[K", end="",
                       file=sys.stderr, flush=True)
