@@ -1,0 +1,109 @@
+"""Chaos against the streaming job in real time: a rolling bounce, the job stopped and restarted mid-run, the demo.
+
+Each run starts the production query on a fresh checkpoint and topics of its own, in the test session's
+Spark session, against the test broker. Timings are real-time ones: micro-batches take 1-3 s on a busy
+2-core machine, and a timer-completed rebalance is answered `lateness` plus a couple of batches after the
+event time its members' sessions count from, so sessions are 20 s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from group_client.demo import Demo
+from group_client.spark_chaos import StreamingJob, job_settings, run_chaos_spark
+from streaming.replay import replay_local
+from streaming.runner import ensure_topics
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+REAL_TIME: dict[str, Any] = {
+    "session_timeout_ms": 20000,
+    "heartbeat_interval_ms": 2000,
+    "settle_ms": 5000,
+    "warmup_limit_ms": 90000,
+    "drain_limit_ms": 60000,
+    "coordinator_config": {"group.initial.rebalance.delay.ms": 1000},
+}
+
+
+def assert_nobody_lost(report: dict[str, Any], members: int) -> None:
+    """Every request answered NONE, every member still in one stable group, generations only went forward."""
+    assert report["job"]["failures"] == []
+    assert report["unanswered"] == 0 and report["requests"] == report["responses"] > 0
+    assert set(report["errors"]) == {"NONE"}, report["errors"]
+    assert report["final"]["consistent"] and report["final"]["members"] == members, report["final"]
+    assert report["fenced"] == 0 and not [e for e in report["events"] if e["kind"] == "failed"]
+    generations = [g["generation_id"] for g in report["generations"]]
+    assert generations == sorted(generations)
+    assert report["rebalances"] == 0
+
+
+def assert_replays_to_the_same_responses(report: dict[str, Any], traffic: Path) -> None:
+    """The local engine, fed the request topic as the job read it, decides exactly the job's responses
+    (the report's digest is over the distinct responses sorted by their compact JSON)."""
+    replayed = replay_local(traffic.read_bytes().splitlines(), job_settings(report["config"], "-"))
+    distinct = sorted({json.dumps(json.loads(r), sort_keys=True, separators=(",", ":"))
+                       for r in replayed.responses})
+    digest = hashlib.sha256()
+    for response in distinct:
+        digest.update(response.encode())
+    assert len(distinct) == report["responses"]
+    assert digest.hexdigest() == report["responses_sha256"]
+
+
+def test_a_rolling_bounce_of_static_members_costs_the_job_no_rebalance(
+        spark: SparkSession, kafka_bootstrap: str, tmp_path: Path) -> None:
+    traffic = tmp_path / "traffic.jsonl"
+    config = {"scenario": "rolling-bounce", "members": 10, "params": {"down_ms": 3000, "interval_ms": 1500},
+              **REAL_TIME}
+    report = run_chaos_spark(config, traffic=traffic, bootstrap_servers=kafka_bootstrap, spark=spark)
+    assert [e["member"][0] for e in report["events"] if e["kind"] == "close"] == list(range(10))
+    assert report["assignment_changes"] == 0
+    assert_nobody_lost(report, 10)
+    assert_replays_to_the_same_responses(report, traffic)
+
+
+def test_the_job_stopped_mid_run_and_restarted_on_its_checkpoint_answers_everything(
+        spark: SparkSession, kafka_bootstrap: str, tmp_path: Path) -> None:
+    traffic = tmp_path / "traffic.jsonl"
+    config = {"scenario": "coordinator-restart", "members": 6, "params": {"outage_ms": 8000}, **REAL_TIME}
+    report = run_chaos_spark(config, traffic=traffic, bootstrap_servers=kafka_bootstrap, spark=spark)
+    assert report["job"]["starts"] == 2
+    start_ms = report["config"]["start_ms"]
+    down, up = (start_ms + e["at_ms"] for e in report["events"] if e["kind"].endswith("_coordinator"))
+    records = [json.loads(line) for line in traffic.read_text().splitlines()]
+    assert sum(1 for r in records if r["api"] != "Tick" and down <= r["timestamp_ms"] < up) >= 6
+    assert not [r for r in records if r["api"] == "Tick" and down + 1000 < r["timestamp_ms"] < up]
+    assert_nobody_lost(report, 6)
+    assert_replays_to_the_same_responses(report, traffic)
+
+
+def test_the_demo_bounces_its_members_without_a_rebalance(
+        spark: SparkSession, kafka_bootstrap: str, tmp_path: Path) -> None:
+    settings = job_settings({"lateness_ms": 2000, "tick_interval_ms": 1000,
+                             "coordinator_config": {"group.initial.rebalance.delay.ms": 1000}}, kafka_bootstrap)
+    ensure_topics(settings)
+    job = StreamingJob(spark, settings, tmp_path / "checkpoint")
+    job.start()
+    try:
+        job.wait_ready(120)
+        demo = Demo(settings, members=3).start()
+        try:
+            assert demo.wait_for(lambda p: p.restarts >= 1 and p.phase == "stable", 90), demo.status()
+            assert "rebalances 0" in demo.status()
+        finally:
+            demo.stop()
+    finally:
+        job.close()
+    summary = demo.summary()
+    assert summary["restarts"] >= 1
+    assert (summary["rebalances"], summary["unanswered"], summary["fenced"]) == (0, 0, 0), summary
+    assert set(summary["errors"]) == {"NONE"}
+    assert job.failures == []
