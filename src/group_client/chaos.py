@@ -518,7 +518,8 @@ def add_chaos_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scenario", choices=SCENARIOS, default="rolling-bounce")
     parser.add_argument("--engine", choices=ENGINES, default="sim",
                         help="sim: the engine in memory on a simulated clock; spark: the streaming job in real "
-                             "time, on the embedded broker, a fresh checkpoint and a local Spark session")
+                             "time, on the embedded broker, a fresh checkpoint and a local Spark session (slow "
+                             "micro-batches make 10 s sessions tight: e.g. --set session_timeout_ms=20000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
                         help="a chaos config entry (repeatable), e.g. --set session_timeout_ms=15000, "
