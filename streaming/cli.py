@@ -106,6 +106,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             if demo is not None:
                 demo.stop()
             ticks.stop()
+            if query.exception() is None:
+                query.processAllAvailable()  # answer what the clients sent last; stop between batches
             query.stop()
             status.update(query)
             spark.stop()

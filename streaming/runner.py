@@ -134,6 +134,10 @@ def start_query(spark: Any, settings: Mapping[str, Any], checkpoint: Path, *, av
     """Starts the production query: Kafka in, Kafka out, offsets and state in `checkpoint`."""
     from .job import build_pipeline
 
+    # On a thread other than the session's, the sink's `coordinator_kafka` is looked up through the JVM
+    # thread's active session, which is unset there (ClassNotFoundException coordinator_kafka.DefaultSource);
+    # PySpark's own createDataFrame sets it the same way.
+    spark.sparkContext._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
     bootstrap = settings["bootstrap.servers"]
     records = (spark.readStream.format("coordinator_kafka")
                .option("kafka.bootstrap.servers", bootstrap)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .consumer_protocol import Assignment
+from .latency import LatencyLog
 from .ledger import Ledger, ProcessKey
 from .member import GroupMember, MemberConfig, MemberState, new_reply_to
 from .scenarios import (
@@ -63,6 +64,7 @@ class Engine(Protocol):
 
     realtime: bool  # time passes on its own: requests are in flight whenever members run
     duplicates_delivered: int  # responses delivered more than once
+    latency: LatencyLog  # request-to-response times as the clients see them
 
     @property
     def responses(self) -> list[dict[str, Any]]:
@@ -414,6 +416,7 @@ class ChaosRun:
             "unanswered": self.engine.unanswered(),
             "errors": dict(sorted(errors.items())),
             "duplicates_delivered": self.engine.duplicates_delivered,
+            "latency_ms": self.engine.latency.summary(),
             "responses_dropped": sum(m.stats.dropped for m in members),
             "request_timeouts": sum(m.stats.timeouts for m in members),
             "final": final,

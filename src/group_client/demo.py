@@ -31,7 +31,8 @@ SETTLE_MS = 5000  # quiet between rounds
 DRAIN_LIMIT_MS = 15000  # at stop, how long to wait for the last answers
 # Keys of the report that `summary()` keeps (the timeline is left out).
 SUMMARY_KEYS = ("stable_at_ms", "end_at_ms", "rebalances", "generations", "assignment_changes", "unassigned_ms",
-                "fenced", "requests", "responses", "unanswered", "errors", "duplicates_delivered", "final")
+                "fenced", "requests", "responses", "unanswered", "errors", "duplicates_delivered", "latency_ms",
+                "final")
 
 
 class Demo:

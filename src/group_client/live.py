@@ -22,6 +22,7 @@ from kafka import KafkaConsumer, TopicPartition  # type: ignore[import-untyped]
 
 from .chaos import HarnessError
 from .kafka_transport import KafkaTransport
+from .latency import LatencyLog
 from .runner import wall_clock_ms
 
 # Longest wait between two instants when nothing arrives: how soon a stop request or a snapshot is seen.
@@ -77,6 +78,7 @@ class LiveEngine:
         self.coordinator = coordinator
         self.clock = clock
         self.duplicates_delivered = 0
+        self.latency = LatencyLog()
         self.transport = KafkaTransport(bootstrap_servers, client_id=f"chaos-{group_id}",
                                         request_topic=request_topic, response_topic=response_topic)
         self._sent = 0
@@ -126,6 +128,7 @@ class LiveEngine:
         """Counts the request as outstanding, then produces it."""
         self._sent += 1
         self._outstanding[_key(request)] = self.clock()
+        self.latency.sent(request, self._outstanding[_key(request)])
         self.transport.send(request)
 
     def receive(self, reply_to: str, timeout_ms: int = 0) -> list[dict[str, Any]]:
@@ -206,6 +209,7 @@ class LiveEngine:
     def _on_response(self, response: dict[str, Any]) -> None:
         key = _key(response)
         if self._outstanding.pop(key, None) is not None:
+            self.latency.answered(response, self.clock())
             self._answered.add(key)
             self._responses.append(response)
         elif key in self._answered:

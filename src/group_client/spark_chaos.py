@@ -115,11 +115,6 @@ class StreamingJob:
                 "batch_ms": list(self.status.batch_ms), "starts": self.starts, "failures": self.failures}
 
     def _start(self) -> None:
-        # On a thread other than the session's, the sink's `coordinator_kafka` is looked up through the JVM
-        # thread's active session, which is unset there (ClassNotFoundException coordinator_kafka.DefaultSource);
-        # PySpark's own createDataFrame sets it the same way.
-        jvm = self.spark.sparkContext._jvm
-        jvm.org.apache.spark.sql.SparkSession.setActiveSession(self.spark._jsparkSession)
         runner = _streaming("runner")
         self._ticks = runner.TickWriter(self.settings).start()
         self._queries.append(runner.start_query(self.spark, self.settings, self.checkpoint))

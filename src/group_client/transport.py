@@ -18,6 +18,8 @@ from typing import Any, Protocol
 
 from coordinator_state import LocalCoordinator
 
+from .latency import LatencyLog
+
 # Simulated clocks start at a realistic epoch, never near 0 (STYLE.md).
 SIM_START_MS = 1_700_000_000_000
 
@@ -63,6 +65,7 @@ class SimTransport:
         self.traffic: list[dict[str, Any]] = []  # every record the request log holds, in log order
         self.responses: list[dict[str, Any]] = []  # every response the engine decided, in that order
         self.duplicates_delivered = 0
+        self.latency = LatencyLog()
         self._duplicate_probability = duplicate_probability
         self._rng = random.Random(seed)
         self._next_tick = start_ms + tick_interval_ms
@@ -154,6 +157,7 @@ class SimTransport:
         self.traffic.append(record)
         if record.get("api") != "Tick":
             self._outstanding[_key(record)] += 1
+            self.latency.sent(record, self.now_ms)
         if self._backlog is not None:
             self._backlog.append(record)
         else:
@@ -173,6 +177,7 @@ class SimTransport:
     def _deliver(self, responses: list[dict[str, Any]]) -> None:
         for response in responses:
             self.responses.append(response)
+            self.latency.answered(response, self.now_ms)
             key = _key(response)
             if self._outstanding[key] > 1:
                 self._outstanding[key] -= 1
