@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -227,3 +229,55 @@ def test_spark_submit_to_two_executor_processes_replays_like_the_engine(tmp_path
     assert keyed(responses) == keyed(expected.responses)
     snapshots = (tmp_path / "snapshots.jsonl").read_text().splitlines()
     assert snapshots == [expected.snapshots[g] for g in sorted(expected.snapshots)]
+
+
+def _wait_for(condition: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.5)
+
+
+@pytest.mark.kafka
+def test_a_killed_job_restarted_on_its_checkpoint_answers_every_request(
+        kafka_bootstrap: str, unique_topic: Any, tmp_path: Path, full_traffic: list[bytes]) -> None:
+    """`coordinator run` killed with SIGKILL (JVM included) mid-run, then restarted: nothing accepted is lost."""
+    cluster = Cluster(kafka_bootstrap, unique_topic)
+    overrides = [item for key in ("coordinator.requests.topic", "coordinator.responses.topic",
+                                  "coordinator.snapshots.topic", "coordinator.dead.letters.topic",
+                                  "coordinator.max.records.per.batch")
+                 for item in ("--set", f"{key}={cluster.settings[key]}")]
+    # The recorded traffic carries its own clock: no wall-clock ticks from the job during this test.
+    command = [sys.executable, "-m", "streaming.cli", "run", "--bootstrap-servers", kafka_bootstrap,
+               "--checkpoint", str(tmp_path / "checkpoint"), "--master", "local[2]",
+               "--set", "coordinator.tick.interval.ms=3600000", *overrides]
+    local = replay_local(full_traffic, cluster.settings)
+    expected = keyed(local.responses)
+    half = len(full_traffic) // 2
+
+    def answered() -> int:
+        return len(keyed([v for _, v in cluster.read("coordinator.responses.topic") if v]))
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True, cwd=tmp_path)
+
+    cluster.produce(full_traffic[:half])
+    job = start()
+    try:
+        _wait_for(lambda: answered() > 0, 180, "the first answers")
+        cluster.produce(full_traffic[half:])
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait(timeout=30)
+        before = answered()
+        job = start()
+        cluster.end_of_input(full_traffic)
+        _wait_for(lambda: answered() == len(expected) and cluster.result().snapshots == local.snapshots, 180,
+                  "every request to be answered and every group's final snapshot")
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait(timeout=30)
+    assert before < len(expected)
+    actual = cluster.result()
+    assert keyed(actual.responses) == expected
