@@ -218,12 +218,11 @@ def parse_request(
                        Error.INVALID_REQUEST, None, None, None)
     reply = _readable_reply(obj)
     group_id = _readable_group_id(obj)
-    timestamp: int | None = None
+    timestamp = _readable_timestamp(obj, record_timestamp_ms)
     try:
-        timestamp = _envelope_timestamp(obj, record_timestamp_ms, max_clock_skew_ms)
         api = obj.get("api")
         if api == "Tick":
-            return Tick(timestamp)
+            return Tick(_envelope_timestamp(obj, record_timestamp_ms, max_clock_skew_ms))
         if type(api) is not str or api not in SUPPORTED_VERSIONS:
             raise _Bad(f"api: unknown api {api!r}")
         low, high = SUPPORTED_VERSIONS[api]
@@ -233,16 +232,25 @@ def parse_request(
         if not low <= version <= high:
             return Invalid(f"{api} version {version} is not supported (supported: {low}-{high})",
                            Error.UNSUPPORTED_VERSION, reply, group_id, timestamp)
+        timestamp = _envelope_timestamp(obj, record_timestamp_ms, max_clock_skew_ms)
         if reply is None:
             raise _Bad("envelope: needs an int32 correlation_id and a string reply_to (or client_id)")
         client_host = obj.get("client_host", "")
         client_host = "" if client_host is None else _string(client_host, "client_host")
         body = _object(_required(obj, "body", "envelope"), "body")
         parsed: Request = _PARSERS[api](Reply(api, version, reply.correlation_id, reply.client_id, reply.reply_to),
-                             timestamp, client_host, body)
+                                        timestamp, client_host, body)
         return parsed
     except _Bad as bad:
         return Invalid(str(bad), Error.INVALID_REQUEST, reply, group_id, timestamp)
+
+
+def _readable_timestamp(obj: dict[str, Any], record_ts: int | None) -> int | None:
+    """The time to stamp an answer to an invalid record with: its own if readable, else the broker's."""
+    try:
+        return _timestamp(obj["timestamp_ms"]) if "timestamp_ms" in obj else record_ts
+    except _Bad:
+        return record_ts
 
 
 def parse_raw(raw: bytes | str | None, *, record_timestamp_ms: int | None = None,

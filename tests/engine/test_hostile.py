@@ -120,3 +120,11 @@ def test_handle_never_raises_and_answers_at_most_once(api: str, version: int, en
     keys = [(r["reply_to"], r["correlation_id"]) for r in responses]
     assert len(keys) == len(set(keys)) <= 1
     json.dumps(responses)  # every answer is serialisable
+
+
+def test_an_unsupported_version_is_reported_before_any_other_problem() -> None:
+    request = with_("version", 7)
+    del request["timestamp_ms"]
+    request["body"] = "not even an object"
+    [response] = LocalCoordinator().handle(request)
+    assert response["body"]["error"] == "UNSUPPORTED_VERSION" and response["timestamp_ms"] is None
