@@ -80,7 +80,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"checkpoint: {checkpoint}", file=sys.stderr)
         spark = build_session(settings, args.master)
         ticks = TickWriter(settings).start()
-        query = start_query(spark, settings, checkpoint)
+        late_requests = spark.sparkContext.accumulator(0)
+        query = start_query(spark, settings, checkpoint, late_requests=late_requests)
         demo = None
         status = LiveStatus()
         started = time.monotonic()
@@ -91,6 +92,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     print(f"\nthe query failed: {query.exception()}", file=sys.stderr)
                     return EXIT_FAILED
                 status.update(query)
+                status.late_requests = late_requests.value
                 if args.demo and demo is None and status.batches:
                     # Members started before the job answers would see their first rebalance completed
                     # in the past (event time) and could lose their session before their first heartbeat.
@@ -110,6 +112,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 query.processAllAvailable()  # answer what the clients sent last; stop between batches
             query.stop()
             status.update(query)
+            status.late_requests = late_requests.value
             spark.stop()
         summary = {**status.summary(), "checkpoint": str(checkpoint)}
         if demo is not None:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pandas as pd
+from pyspark import Accumulator
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
@@ -80,8 +81,9 @@ def make_parser(max_clock_skew_ms: int | None, source: str) -> Parser:
     return parse
 
 
-def make_group_step(settings: Mapping[str, Any], live: bool) -> Callable[..., Iterator[pd.DataFrame]]:
-    """The `applyInPandasWithState` function of step 3."""
+def make_group_step(settings: Mapping[str, Any], live: bool,
+                    late_requests: Accumulator[int] | None = None) -> Callable[..., Iterator[pd.DataFrame]]:
+    """The `applyInPandasWithState` function of step 3; `late_requests` counts requests older than the watermark."""
     config = EngineConfig.from_mapping(engine_config(settings))
     skew = int(settings["coordinator.max.clock.skew.ms"]) if live else None
     responses_topic = settings["coordinator.responses.topic"]
@@ -110,6 +112,8 @@ def make_group_step(settings: Mapping[str, Any], live: bool) -> Callable[..., It
             stored = state.get[0] if state.exists else None
             watermark = state.getCurrentWatermarkMs()
             outcome = run_group(None if stored is None else bytes(stored), watermark, requests, config)
+            if late_requests is not None and outcome.late_requests:
+                late_requests.add(outcome.late_requests)
             out += [(responses_topic, r["reply_to"], to_json(r)) for r in outcome.responses]
             if outcome.snapshot is not None:
                 out.append((snapshots_topic, group_id, to_json(outcome.snapshot)))
@@ -135,8 +139,12 @@ def _count(condition: Column) -> Column:
     return F.sum(F.when(condition, 1).otherwise(0))
 
 
-def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: bool, source: str = "topic") -> DataFrame:
-    """The whole query from a DataFrame of records (value binary, partition, offset, timestamp) to output rows."""
+def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: bool, source: str = "topic",
+                   late_requests: Accumulator[int] | None = None) -> DataFrame:
+    """The whole query from a DataFrame of records (value binary, partition, offset, timestamp) to output rows.
+
+    `late_requests`, if given, counts the requests processed after the watermark had passed them.
+    """
     lateness = int(settings["coordinator.lateness.ms"])
     skew = int(settings["coordinator.max.clock.skew.ms"]) if live else None
     parsed = (
@@ -161,6 +169,6 @@ def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: boo
     return (
         requests.select(*[c for c in requests.columns if c != "event_time"], never_late)
         .groupBy("invalid", "group_id")
-        .applyInPandasWithState(make_group_step(settings, live), OUTPUT_SCHEMA, STATE_SCHEMA, "append",
+        .applyInPandasWithState(make_group_step(settings, live, late_requests), OUTPUT_SCHEMA, STATE_SCHEMA, "append",
                                 GroupStateTimeout.EventTimeTimeout)
     )

@@ -85,7 +85,8 @@ def replay_spark(path: Path, settings: Mapping[str, Any], records_per_batch: int
     records = spark.readStream.format("coordinator_file").option("path", str(path))
     if records_per_batch:
         records = records.option("maxRecordsPerBatch", str(records_per_batch))
-    output = build_pipeline(records.load(), settings, live=False, source="file")
+    late_requests = spark.sparkContext.accumulator(0)
+    output = build_pipeline(records.load(), settings, live=False, source="file", late_requests=late_requests)
     with tempfile.TemporaryDirectory(prefix="replay-checkpoint-") as fresh:
         location = str(checkpoint) if checkpoint is not None else fresh
         query = (output.writeStream.foreachBatch(collect).option("checkpointLocation", location)
@@ -105,6 +106,7 @@ def replay_spark(path: Path, settings: Mapping[str, Any], records_per_batch: int
                 assert key is not None
                 result.snapshots[key] = tombstone(key) if value is None else str(value)
     result.counts["dead_letters"] = len(result.dead_letters)
+    result.counts["late_requests"] = late_requests.value
     return result
 
 

@@ -93,6 +93,7 @@ class LiveStatus:
     metrics: dict[str, int] = field(default_factory=dict)
     batch_ms: list[int] = field(default_factory=list)
     last_watermark: str = ""
+    late_requests: int = 0
     seen: set[str] = field(default_factory=set)
 
     def update(self, query: Any) -> None:
@@ -116,7 +117,8 @@ class LiveStatus:
         recent = self.batch_ms[-20:]
         mean = sum(recent) / len(recent) if recent else 0.0
         return (f"batches {self.batches}  records {self.input_rows}  requests {self.metrics.get('requests', 0)}  "
-                f"dead letters {self.metrics.get('dead_letters', 0)}  ticks {self.metrics.get('ticks', 0)}  "
+                f"dead letters {self.metrics.get('dead_letters', 0)}  late {self.late_requests}  "
+                f"ticks {self.metrics.get('ticks', 0)}  "
                 f"batch {mean:.0f} ms  watermark {self.last_watermark or '-'}")
 
     def summary(self) -> dict[str, Any]:
@@ -125,13 +127,18 @@ class LiveStatus:
             "batches": self.batches,
             "records": self.input_rows,
             **self.metrics,
+            "late_requests": self.late_requests,
             "batch_ms_median": ordered[len(ordered) // 2] if ordered else None,
             "batch_ms_p95": ordered[int(len(ordered) * 0.95)] if ordered else None,
         }
 
 
-def start_query(spark: Any, settings: Mapping[str, Any], checkpoint: Path, *, available_now: bool = False) -> Any:
-    """Starts the production query: Kafka in, Kafka out, offsets and state in `checkpoint`."""
+def start_query(spark: Any, settings: Mapping[str, Any], checkpoint: Path, *, available_now: bool = False,
+                late_requests: Any = None) -> Any:
+    """Starts the production query: Kafka in, Kafka out, offsets and state in `checkpoint`.
+
+    `late_requests`, a Spark accumulator, if given, counts the requests that arrived after the watermark.
+    """
     from .job import build_pipeline
 
     # On a thread other than the session's, the sink's `coordinator_kafka` is looked up through the JVM
@@ -145,7 +152,8 @@ def start_query(spark: Any, settings: Mapping[str, Any], checkpoint: Path, *, av
                .option("startingOffsets", settings["coordinator.starting.offsets"])
                .option("maxRecordsPerBatch", str(settings["coordinator.max.records.per.batch"]))
                .load())
-    writer = (build_pipeline(records, settings, live=True).writeStream.format("coordinator_kafka")
+    output = build_pipeline(records, settings, live=True, late_requests=late_requests)
+    writer = (output.writeStream.format("coordinator_kafka")
               .option("kafka.bootstrap.servers", bootstrap)
               .option("checkpointLocation", str(checkpoint))
               .queryName(str(settings["coordinator.query.name"])))

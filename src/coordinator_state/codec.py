@@ -68,7 +68,6 @@ def encode_group(group: Group) -> bytes:
         "next_id_seq": group.next_id_seq,
         "version": group.version,
         "changed_at": group.changed_at,
-        "late_requests": group.late_requests,
     }
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
@@ -105,5 +104,4 @@ def decode_group(raw: bytes, config: EngineConfig) -> Group:
     group.next_id_seq = data["next_id_seq"]
     group.version = data["version"]
     group.changed_at = data["changed_at"]
-    group.late_requests = data.get("late_requests", 0)
     return group

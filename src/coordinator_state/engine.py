@@ -130,7 +130,6 @@ def run_group(
             start_version = -1  # a group created in this call is new whatever its version
     if group is None:
         return GroupOutcome(None, responses, tombstone=existed, late_requests=late)
-    group.late_requests += late
     changed = group.version != start_version
     return GroupOutcome(
         encode_group(group),

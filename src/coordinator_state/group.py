@@ -63,7 +63,6 @@ class Group:
         self.version = 0
         self.changed_at = created_ms
         self.removed = False
-        self.late_requests = 0
         self.out: list[Response] = []
         # Derived, kept up to date rather than recomputed by scanning the members.
         self.awaiting_join = 0

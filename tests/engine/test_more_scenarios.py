@@ -14,7 +14,8 @@ SHARED = REPO.parent / "shared" / "conformance"
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
 
 
-@pytest.mark.skipif(not (SHARED / "run_conformance.py").is_file(), reason="../shared/conformance is not beside the checkout")
+@pytest.mark.skipif(not (SHARED / "run_conformance.py").is_file(),
+                    reason="../shared/conformance is not beside the checkout")
 def test_every_extra_scenario_passes() -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
     result = subprocess.run([sys.executable, str(SHARED / "run_conformance.py"), str(SCENARIOS)],

@@ -79,7 +79,7 @@ def test_late_requests_are_processed_not_lost_but_may_be_answered_differently(sp
     spark_run = replay_spark(write_traffic(tmp_path / "late.jsonl", traffic), settings, 5, None, None)
     key = (late["reply_to"], 999_999)
     assert key in keyed(local.responses) and key in keyed(spark_run.responses)  # answered by both, never lost
-    assert local.counts["late_requests"] == 1
+    assert local.counts["late_requests"] == 1 and spark_run.counts["late_requests"] == 1
 
 
 class Cluster:
