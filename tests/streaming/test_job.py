@@ -211,6 +211,12 @@ def test_restart_on_the_checkpoint_loses_no_request(spark: SparkSession, kafka_b
     assert_same(actual, expected)
 
 
+def spark_submit_env() -> dict[str, str]:
+    """spark-submit from the pip-installed PySpark, running this interpreter everywhere."""
+    return {**os.environ, "SPARK_HOME": str(Path(pyspark.__file__).parent), "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable}
+
+
 def test_spark_submit_to_two_executor_processes_replays_like_the_engine(tmp_path: Path) -> None:
     """spark-submit with master local-cluster[2,1,1024]: state, the Python source and the output across processes."""
     lines = build_traffic("short")
@@ -219,10 +225,9 @@ def test_spark_submit_to_two_executor_processes_replays_like_the_engine(tmp_path
     command = [str(spark_submit), "--master", "local-cluster[2,1,1024]", str(SUBMIT), "replay", "--engine", "spark",
                "--records-per-batch", "10", "--input", str(traffic),
                "--output", str(tmp_path / "responses.jsonl"), "--snapshots", str(tmp_path / "snapshots.jsonl")]
-    env = {**os.environ, "SPARK_HOME": str(Path(pyspark.__file__).parent), "PYSPARK_PYTHON": sys.executable,
-           "PYSPARK_DRIVER_PYTHON": sys.executable}
     with tempfile.TemporaryDirectory() as work:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=work, env=env)
+        result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=work,
+                                env=spark_submit_env())
     assert result.returncode == 0, result.stderr[-3000:]
     expected = replay_local(lines, load_settings())
     responses = (tmp_path / "responses.jsonl").read_text().splitlines()
@@ -242,15 +247,16 @@ def _wait_for(condition: Any, timeout_s: float, what: str) -> None:
 @pytest.mark.kafka
 def test_a_killed_job_restarted_on_its_checkpoint_answers_every_request(
         kafka_bootstrap: str, unique_topic: Any, tmp_path: Path, full_traffic: list[bytes]) -> None:
-    """`coordinator run` killed with SIGKILL (JVM included) mid-run, then restarted: nothing accepted is lost."""
+    """The job submitted by spark-submit to two executor processes (Kafka source, state and sink across
+    processes), killed with SIGKILL (every JVM included) mid-run, then restarted: nothing accepted is lost."""
     cluster = Cluster(kafka_bootstrap, unique_topic)
     overrides = [item for key in ("coordinator.requests.topic", "coordinator.responses.topic",
                                   "coordinator.snapshots.topic", "coordinator.dead.letters.topic",
                                   "coordinator.max.records.per.batch")
                  for item in ("--set", f"{key}={cluster.settings[key]}")]
     # The recorded traffic carries its own clock: no wall-clock ticks from the job during this test.
-    command = [sys.executable, "-m", "streaming.cli", "run", "--bootstrap-servers", kafka_bootstrap,
-               "--checkpoint", str(tmp_path / "checkpoint"), "--master", "local[2]",
+    command = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local-cluster[2,1,1024]", str(SUBMIT),
+               "run", "--bootstrap-servers", kafka_bootstrap, "--checkpoint", str(tmp_path / "checkpoint"),
                "--set", "coordinator.tick.interval.ms=3600000", *overrides]
     local = replay_local(full_traffic, cluster.settings)
     expected = keyed(local.responses)
@@ -261,7 +267,7 @@ def test_a_killed_job_restarted_on_its_checkpoint_answers_every_request(
 
     def start() -> subprocess.Popen[bytes]:
         return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True, cwd=tmp_path)
+                                start_new_session=True, cwd=tmp_path, env=spark_submit_env())
 
     cluster.produce(full_traffic[:half])
     job = start()
