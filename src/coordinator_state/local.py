@@ -72,11 +72,6 @@ class LocalCoordinator:
         group = self.groups.get(group_id)
         return None if group is None else group.snapshot()
 
-    def next_deadline(self) -> int | None:
-        """The earliest timer deadline of any group (None when no timer is set)."""
-        deadlines = [d for g in self.groups.values() if (d := g.next_deadline()) is not None]
-        return min(deadlines, default=None)
-
     def _store(self, group_id: str, group: Group | None) -> None:
         if group is None:
             if self.groups.pop(group_id, None) is not None:
