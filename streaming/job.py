@@ -17,7 +17,6 @@ A thin adapter over `coordinator_state.run_group`. The pipeline:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -42,7 +41,7 @@ from coordinator_state.requests import Request
 from .settings import engine_config
 
 PARSED_SCHEMA = ("kind string, invalid boolean, group_id string, event_ms long, partition int, offset long, "
-                 "record_ts long, value binary, dead_letter string, response string")
+                 "record_ts long, value binary, dead_letter string, response string, reply_to string")
 OUTPUT_SCHEMA = "topic string, key string, value string"
 STATE_SCHEMA = "group binary"
 METRICS_NAME = "coordinator"
@@ -67,15 +66,18 @@ def make_parser(max_clock_skew_ms: int | None, source: str) -> Parser:
                 ts = None if pd.isna(record_ts) else int(record_ts)
                 parsed = parse_raw(raw, record_timestamp_ms=ts, max_clock_skew_ms=max_clock_skew_ms)
                 if isinstance(parsed, Tick):
-                    rows.append(("tick", False, None, parsed.timestamp_ms, partition, offset, ts, None, None, None))
+                    rows.append(("tick", False, None, parsed.timestamp_ms, partition, offset, ts, None, None, None,
+                                 None))
                 elif isinstance(parsed, Invalid):
                     letter = dead_letter(_source_label(source, int(partition), int(offset)), raw, parsed.reason)
                     response = invalid_response(parsed)
-                    rows.append(("invalid", True, "", None, partition, offset, ts, raw, to_json(letter),
-                                 None if response is None else to_json(response)))
+                    # The dead letter already holds the record: the raw value is not shuffled a second time.
+                    rows.append(("invalid", True, "", None, partition, offset, ts, None, to_json(letter),
+                                 None if response is None else to_json(response),
+                                 None if response is None else response["reply_to"]))
                 else:
                     rows.append(("request", False, parsed.group_id, parsed.timestamp_ms, partition, offset, ts, raw,
-                                 None, None))
+                                 None, None, None))
             yield pd.DataFrame(rows, columns=[c.split()[0] for c in PARSED_SCHEMA.split(", ")])
 
     return parse
@@ -97,10 +99,11 @@ def make_group_step(settings: Mapping[str, Any], live: bool,
         out: list[tuple[str, str | None, str | None]] = []
         if invalid:
             assert rows is not None
-            for letter, response in zip(rows["dead_letter"], rows["response"], strict=True):
+            for letter, response, reply_to in zip(rows["dead_letter"], rows["response"], rows["reply_to"],
+                                                  strict=True):
                 out.append((dead_letters_topic, None, letter))
                 if response is not None:
-                    out.append((responses_topic, _reply_to(response), response))
+                    out.append((responses_topic, reply_to, response))
         else:
             requests: list[Request] = []
             if rows is not None:
@@ -129,10 +132,6 @@ def make_group_step(settings: Mapping[str, Any], live: bool,
         yield pd.DataFrame(out, columns=["topic", "key", "value"])
 
     return step
-
-
-def _reply_to(response_json: str) -> str:
-    return str(json.loads(response_json)["reply_to"])
 
 
 def _count(condition: Column) -> Column:
