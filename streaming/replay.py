@@ -15,7 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coordinator_state import Invalid, LocalCoordinator, Tick, dead_letter, invalid_response, parse_raw, to_json
+from coordinator_state import (
+    Invalid,
+    LocalCoordinator,
+    Tick,
+    dead_letter,
+    invalid_response,
+    parse_raw,
+    to_json,
+)
+from coordinator_state import tombstone as tombstone_record
 
 from .file_source import split_lines
 from .settings import engine_config
@@ -34,7 +43,7 @@ class ReplayResult:
 
 
 def tombstone(group_id: str) -> str:
-    return to_json({"group_id": group_id, "tombstone": True})
+    return to_json(tombstone_record(group_id))
 
 
 def replay_local(lines: Sequence[bytes], settings: Mapping[str, Any], progress: Progress | None = None) -> ReplayResult:
