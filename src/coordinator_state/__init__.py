@@ -12,7 +12,8 @@ from .errors import Error
 from .group import Group
 from .local import LocalCoordinator
 from .model import GroupState
-from .records import dead_letter, to_json
+from .records import dead_letter, reject, to_json
+from .replay_driver import Fed, Finished, ReplayDriver
 from .requests import Invalid, Request, Tick, decode_record, parse_raw, parse_request
 from .responses import invalid_response
 from .wire import (
@@ -38,11 +39,14 @@ __all__ = [
     "ConfigError",
     "EngineConfig",
     "Error",
+    "Fed",
+    "Finished",
     "Group",
     "GroupOutcome",
     "GroupState",
     "Invalid",
     "LocalCoordinator",
+    "ReplayDriver",
     "Request",
     "ResponseKey",
     "StateFormatError",
@@ -57,6 +61,7 @@ __all__ = [
     "latest_version",
     "parse_raw",
     "parse_request",
+    "reject",
     "request_envelope",
     "response_key",
     "run_group",
