@@ -63,7 +63,8 @@ def handle_in_group(
     if group is not None:
         now = max(now, group.clock)  # the group's clock never goes back
         group.fire_due(now)  # timers due at or before the request fire first (SEMANTICS.md T2)
-        responses += group.drain()
+        if group.out:
+            responses = group.drain()
         if group.removed:
             group = None
     error = _precheck(req, config)
@@ -86,7 +87,8 @@ def handle_in_group(
         responses.append(_error_response(req, now, Error.UNKNOWN_SERVER_ERROR))
         return group, responses
     group.commit()
-    responses += group.drain()
+    if group.out:
+        responses += group.drain()
     return (None if group.removed else group), responses
 
 
