@@ -225,10 +225,12 @@ class Group:
         """UpdateMember (4.6): store the rejoin's protocols and timeouts; park its JoinGroup."""
         self.changing(member)
         if member.protocols != req.protocols:
+            subscription = member.metadata_for(self.protocol_name)  # what the snapshot shows of them
             self.count_protocols(member, -1)
             member.protocols = req.protocols
             self.count_protocols(member, +1)
-            self.touch()
+            if member.metadata_for(self.protocol_name) != subscription:
+                self.touch()
         if (member.session_timeout_ms, member.rebalance_timeout_ms) != (
                 req.session_timeout_ms, req.rebalance_timeout_ms):
             member.session_timeout_ms = req.session_timeout_ms
