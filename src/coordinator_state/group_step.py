@@ -3,7 +3,8 @@
 `handle_in_group` is the one place where a request meets its group: the checks that need no group,
 the answers for a group that does not exist, group creation, the event-time rules of PROTOCOL.md
 section 5 and the boundary where an engine bug becomes an UNKNOWN_SERVER_ERROR answer instead of an
-exception. `run_group` is what the Spark job calls once per group and micro-batch.
+exception, with the group left exactly as it was before the request (journal.py). `run_group` is what
+the Spark job calls once per group and micro-batch.
 """
 
 from __future__ import annotations
