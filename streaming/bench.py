@@ -51,7 +51,7 @@ def _stable_groups(coord: LocalCoordinator, groups: int, members: int, t: int) -
 
 
 def _leader_client(responses: list[dict[str, Any]], group: str) -> str:
-    return next(r["reply_to"] for r in responses
+    return next(str(r["reply_to"]) for r in responses
                 if r["group_id"] == group and r["body"]["leader"] == r["body"]["member_id"])
 
 

@@ -60,7 +60,7 @@ def make_parser(max_clock_skew_ms: int | None, source: str) -> Parser:
 
     def parse(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for pdf in batches:
-            rows = []
+            rows: list[tuple[Any, ...]] = []
             for raw, partition, offset, record_ts in zip(pdf["value"], pdf["partition"], pdf["offset"],
                                                          pdf["record_ts"], strict=True):
                 ts = None if pd.isna(record_ts) else int(record_ts)

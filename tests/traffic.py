@@ -11,8 +11,8 @@ import json
 import tempfile
 from pathlib import Path
 
+from chaos_harness import run_chaos
 from coordinator_state import to_json
-from group_client.chaos import run_chaos
 
 HOSTILE = [
     b"not json at all",

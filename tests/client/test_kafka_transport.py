@@ -11,7 +11,7 @@ import pytest
 from coordinator_state import LocalCoordinator
 from group_client.kafka_transport import KafkaTransport, response_partition
 from group_client.member import GroupMember, MemberConfig, MemberState, new_reply_to
-from group_client.runner import run_member, wall_clock_ms
+from group_client.realtime import run_member, wall_clock_ms
 
 # Kafka's UtilsTest.testMurmur2 vectors: the Java client's murmur2 of these keys.
 JAVA_MURMUR2 = {"21": -973932308, "foobar": -790332482, "a-little-bit-long-string": -985981536,

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from chaos_harness.sim import SIM_START_MS, SimBackend
 from group_client.member import GroupMember, MemberConfig, MemberState
-from group_client.runner import run_member
-from group_client.transport import SIM_START_MS, SimTransport
+from group_client.realtime import run_member
 
 
 class WaitingSim:
-    """A SimTransport whose `receive` lets simulated time pass while it waits, as a real transport would."""
+    """A SimBackend whose `receive` lets simulated time pass while it waits, as a real transport would."""
 
     def __init__(self) -> None:
-        self.sim = SimTransport({"group.initial.rebalance.delay.ms": 0})
+        self.sim = SimBackend({"group.initial.rebalance.delay.ms": 0})
 
     def send(self, request: dict[str, Any]) -> None:
         self.sim.send(request)

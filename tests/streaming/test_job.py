@@ -24,13 +24,13 @@ from pyspark.sql import SparkSession
 
 from coordinator_state import Invalid, decode_record, parse_raw, to_json
 from streaming.kafka_source import log_end_offsets
+from streaming.live_job import ensure_topics, start_query
 from streaming.replay import ReplayResult, replay_local, replay_spark
-from streaming.runner import ensure_topics, start_query
 from streaming.settings import load_settings
 from tests.traffic import HOSTILE, build_traffic, write_traffic
 
 pytestmark = [pytest.mark.spark]
-SUBMIT = Path(__file__).resolve().parents[2] / "streaming" / "submit.py"
+SUBMIT = Path(__file__).resolve().parents[2] / "src" / "coordinator_cli" / "submit.py"
 
 
 def keyed(responses: list[str]) -> dict[tuple[str, int], str]:

@@ -1,12 +1,12 @@
-"""The chaos harness's real-time engine: members talk to a running coordinator over its Kafka topics.
+"""The chaos harness's real-time backend: members talk to a running coordinator over its Kafka topics.
 
 The members' requests go out through one `KafkaTransport`, which also brings their answers back. Apart
-from them, the engine reads back what the coordinator wrote: every response to one of its requests (so
+from them, the backend reads back what the coordinator wrote: every response to one of its requests (so
 answers, unanswered requests and duplicates are counted whether or not a member still listens) and the
 group's snapshots (PROTOCOL.md section 4; `describe` is the latest in log order, as a reader of the
 compacted topic sees it). With `record_traffic` it also keeps the request topic from its beginning, ticks
 included, for a traffic file. Time is the wall clock. Stopping and starting the coordinator is the
-`CoordinatorControl`'s job (the streaming job, in `spark_chaos`).
+`CoordinatorControl`'s job (the streaming job, in `spark_backend`).
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from kafka import KafkaConsumer, TopicPartition  # type: ignore[import-untyped]
+from kafka import KafkaConsumer, TopicPartition
 
-from .chaos import HarnessError
-from .kafka_transport import KafkaTransport
+from group_client.kafka_transport import KafkaTransport
+from group_client.realtime import wall_clock_ms
+
 from .latency import LatencyLog
-from .runner import wall_clock_ms
+from .run import HarnessError
 
 # Longest wait between two instants when nothing arrives: how soon a stop request or a snapshot is seen.
 IDLE_MS = 100
@@ -57,8 +58,8 @@ def _key(envelope: Mapping[str, Any]) -> tuple[str, int]:
     return str(envelope.get("reply_to", envelope.get("client_id", ""))), int(envelope.get("correlation_id", -1))
 
 
-class LiveEngine:
-    """A chaos `Engine` on the coordinator's topics, in real time."""
+class LiveBackend:
+    """A chaos `Backend` on the coordinator's topics, in real time."""
 
     realtime = True
 
@@ -104,8 +105,8 @@ class LiveEngine:
                 self._reader.position(tp)  # resolve the end now, before any request goes out
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any], group_id: str, **kwargs: Any) -> LiveEngine:
-        """An engine on the topics of the coordinator's settings (`streaming.settings`)."""
+    def from_settings(cls, settings: Mapping[str, Any], group_id: str, **kwargs: Any) -> LiveBackend:
+        """A backend on the topics of the coordinator's settings (`streaming.settings`)."""
         return cls(str(settings["bootstrap.servers"]), group_id,
                    request_topic=str(settings["coordinator.requests.topic"]),
                    response_topic=str(settings["coordinator.responses.topic"]),
@@ -117,11 +118,11 @@ class LiveEngine:
             raise HarnessError(f"topic {topic!r} does not exist")
         return partitions
 
-    # ------------------------------------------------------------------ Engine
+    # ------------------------------------------------------------------ Backend
 
     @property
     def responses(self) -> list[dict[str, Any]]:
-        """The distinct responses to this engine's requests, sorted by their canonical JSON."""
+        """The distinct responses to this backend's requests, sorted by their canonical JSON."""
         return sorted(self._responses, key=_canonical)
 
     def send(self, request: Mapping[str, Any]) -> None:
