@@ -24,7 +24,8 @@ import pandas as pd
 from pyspark import Accumulator
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+from pyspark.sql.streaming.state import GroupState as SparkGroupState
+from pyspark.sql.streaming.state import GroupStateTimeout
 
 from coordinator_state import (
     EngineConfig,
@@ -92,7 +93,7 @@ def make_group_step(settings: Mapping[str, Any], live: bool,
     snapshots_topic = settings["coordinator.snapshots.topic"]
     dead_letters_topic = settings["coordinator.dead.letters.topic"]
 
-    def step(key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
+    def step(key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: SparkGroupState) -> Iterator[pd.DataFrame]:
         invalid, group_id = bool(key[0]), str(key[1])
         frames = [pdf for pdf in batches if len(pdf)]
         rows = pd.concat(frames).sort_values(["partition", "offset"]) if frames else None
