@@ -17,6 +17,7 @@ from .codec import decode_group, encode_group
 from .config import EngineConfig
 from .errors import Error
 from .group import Group
+from .handlers import apply_request
 from .requests import JoinGroup, LeaveGroup, Request, SyncGroup
 from .responses import Response, envelope, error_response_body, leave_body
 
@@ -76,7 +77,7 @@ def handle_in_group(
         return group, responses
     assert group is not None
     try:
-        group.handle(req, now)
+        apply_request(group, req, now)
     except Exception:  # the one boundary where an engine bug becomes an answer, never a crash
         log.exception("engine error on %s for group %r", req.reply.api, req.group_id)
         group.drain()
