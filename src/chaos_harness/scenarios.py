@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .sim import SIM_START_MS
+from coordinator_state import SIMULATION_EPOCH_MS
 
 MEMBERSHIPS = ("static", "dynamic", "mixed")
 # The `engine` config key (the `--engine` flag) names the backend the coordinator runs on.
@@ -39,7 +39,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "coordinator_config": {"group.initial.rebalance.delay.ms": 3000},
     "lateness_ms": 0,
     "tick_interval_ms": 1000,
-    "start_ms": SIM_START_MS,
+    "start_ms": SIMULATION_EPOCH_MS,
     "start_jitter_ms": 1000,  # members start at random times within this window
     "duplicate_probability": 0.01,  # chance that the response sink delivers a response twice
     "warmup_limit_ms": 120000,  # give up if the group is not stable by then

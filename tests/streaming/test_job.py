@@ -26,7 +26,7 @@ from pyspark.sql import SparkSession
 from coordinator_state import Invalid, decode_record, parse_raw, to_json
 from streaming.kafka_source import log_end_offsets
 from streaming.live_job import ensure_topics, start_query
-from streaming.replay import ReplayResult, replay_local, replay_spark
+from streaming.replay import ReplayResult, replay_local, replay_spark, tombstone
 from streaming.settings import load_settings
 from tests.traffic import HOSTILE, build_traffic, write_traffic
 
@@ -192,7 +192,7 @@ def as_result(responses: list[Record], snapshots: list[Record], dead_letters: li
     for key, value in snapshots:
         assert key is not None
         # Per group, the snapshot topic is in order (one partition per key); keep the last.
-        result.snapshots[key] = to_json({"group_id": key, "tombstone": True}) if value is None else value
+        result.snapshots[key] = tombstone(key) if value is None else value
     return result
 
 
