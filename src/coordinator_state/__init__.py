@@ -7,12 +7,12 @@ per-group step the Spark job calls with a group's serialised state.
 
 from .codec import StateFormatError, decode_group, encode_group
 from .config import DEFAULTS, ConfigError, EngineConfig
-from .engine import GroupOutcome, handle_in_group, run_group
 from .errors import Error
 from .group import Group
+from .group_step import GroupOutcome, handle_in_group, run_group
 from .local import LocalCoordinator
-from .model import GroupState
-from .records import dead_letter, reject, to_json
+from .model import ClassicGroupState, GroupState
+from .output import dead_letter, reject, to_json
 from .replay_driver import Fed, Finished, ReplayDriver
 from .requests import Invalid, Request, Tick, decode_record, parse_raw, parse_request
 from .responses import invalid_response
@@ -36,6 +36,7 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "TICK",
     "Api",
+    "ClassicGroupState",
     "ConfigError",
     "EngineConfig",
     "Error",

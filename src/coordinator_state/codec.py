@@ -11,7 +11,7 @@ from typing import Any
 
 from .config import EngineConfig
 from .group import Group
-from .model import GroupState, Member
+from .model import ClassicGroupState, Member
 from .requests import Protocol, Reply
 from .timers import Timers
 
@@ -78,8 +78,8 @@ def decode_group(raw: bytes, config: EngineConfig) -> Group:
         raise StateFormatError(f"group state format {data.get('format')!r} is not readable by this release "
                                f"(reads format {FORMAT}); run the release that wrote the checkpoint")
     group = Group(data["group_id"], data["created_ms"], config)
-    group.state = GroupState(data["state"])
-    group.previous_state = None if data["previous_state"] is None else GroupState(data["previous_state"])
+    group.state = ClassicGroupState(data["state"])
+    group.previous_state = None if data["previous_state"] is None else ClassicGroupState(data["previous_state"])
     group.generation_id = data["generation_id"]
     group.protocol_type = data["protocol_type"]
     group.protocol_name = data["protocol_name"]
@@ -88,7 +88,7 @@ def decode_group(raw: bytes, config: EngineConfig) -> Group:
         member = Member(
             m["id"], m["instance"], m["client_id"], m["client_host"], m["session"], m["rebalance"],
             m["protocol_type"], tuple(Protocol(name, meta) for name, meta in m["protocols"]), m["assignment"],
-            _reply_from_json(m["join_waiter"]), _reply_from_json(m["sync_waiter"]), m["is_new"],
+            _reply_from_json(m["join_waiter"]), _reply_from_json(m["sync_waiter"]), m["is_new"], group.take_rank(),
         )
         group.members[member.member_id] = member
         if member.group_instance_id is not None:
@@ -96,8 +96,8 @@ def decode_group(raw: bytes, config: EngineConfig) -> Group:
         if member.join_waiter is not None:
             group.awaiting_join += 1
         group.count_protocols(member, +1)
-    group.pending_members = dict.fromkeys(data["pending_members"])
-    group.pending_sync = dict.fromkeys(data["pending_sync"])
+    group.pending_members = {member_id: group.take_rank() for member_id in data["pending_members"]}
+    group.pending_sync = {member_id: group.take_rank() for member_id in data["pending_sync"]}
     group.new_member_added = data["new_member_added"]
     group.timers = Timers.from_json(data["timers"])
     group.clock = data["clock"]

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from .requests import Protocol, Reply
 
 
-class GroupState(StrEnum):
-    """The classic group states, as Kafka's ClassicGroupState documents them (SEMANTICS.md section 3).
+class ClassicGroupState(StrEnum):
+    """The classic group states, named and documented as Kafka's ClassicGroupState (SEMANTICS.md section 3).
 
     Per state: what each request gets (the tables live in handlers/), and the states it may go to.
     """
@@ -54,14 +55,17 @@ class GroupState(StrEnum):
     removed group is gone at once, with a tombstone. Goes to: nothing."""
 
 
+# The name this enum had before: kept for code that imports it (not PySpark's GroupState of job.py).
+GroupState = ClassicGroupState
+
 # Allowed previous states of each state, as in Kafka's ClassicGroupState; `Group.transition_to` checks it.
-VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
-    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
-    GroupState.PREPARING_REBALANCE: frozenset(
-        {GroupState.EMPTY, GroupState.STABLE, GroupState.COMPLETING_REBALANCE}),
-    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
-    GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
-    GroupState.DEAD: frozenset(),
+VALID_PREVIOUS_STATES: dict[ClassicGroupState, frozenset[ClassicGroupState]] = {
+    ClassicGroupState.EMPTY: frozenset({ClassicGroupState.PREPARING_REBALANCE}),
+    ClassicGroupState.PREPARING_REBALANCE: frozenset(
+        {ClassicGroupState.EMPTY, ClassicGroupState.STABLE, ClassicGroupState.COMPLETING_REBALANCE}),
+    ClassicGroupState.COMPLETING_REBALANCE: frozenset({ClassicGroupState.PREPARING_REBALANCE}),
+    ClassicGroupState.STABLE: frozenset({ClassicGroupState.COMPLETING_REBALANCE}),
+    ClassicGroupState.DEAD: frozenset(),
 }
 
 
@@ -83,6 +87,16 @@ class Member:
     join_waiter: Reply | None = None
     sync_waiter: Reply | None = None
     is_new: bool = True
+    rank: int = 0  # join order, for restoring it after an undo (journal.py); not part of the state
+
+    def mutable_fields(self) -> tuple[Any, ...]:
+        """The fields a request may change: a member's before-image in the undo journal."""
+        return (self.protocols, self.session_timeout_ms, self.rebalance_timeout_ms, self.assignment,
+                self.join_waiter, self.sync_waiter, self.is_new)
+
+    def restore(self, fields: tuple[Any, ...]) -> None:
+        (self.protocols, self.session_timeout_ms, self.rebalance_timeout_ms, self.assignment,
+         self.join_waiter, self.sync_waiter, self.is_new) = fields
 
     def metadata_for(self, protocol_name: str | None) -> str | None:
         for protocol in self.protocols:

@@ -1,4 +1,4 @@
-"""The per-group entry points that both shells share: `LocalCoordinator` and the Spark job.
+"""The per-group step both shells share: `LocalCoordinator` and the Spark job (`run_group`).
 
 `handle_in_group` is the one place where a request meets its group: the checks that need no group,
 the answers for a group that does not exist, group creation, the event-time rules of PROTOCOL.md
@@ -76,13 +76,16 @@ def handle_in_group(
         responses.append(_error_response(req, now, error))
         return group, responses
     assert group is not None
+    group.begin()
     try:
         apply_request(group, req, now)
     except Exception:  # the one boundary where an engine bug becomes an answer, never a crash
-        log.exception("engine error on %s for group %r", req.reply.api, req.group_id)
-        group.drain()
+        log.exception("engine error on %s for group %r; the group is left as it was", req.reply.api,
+                      req.group_id)
+        group.undo()
         responses.append(_error_response(req, now, Error.UNKNOWN_SERVER_ERROR))
         return group, responses
+    group.commit()
     responses += group.drain()
     return (None if group.removed else group), responses
 
