@@ -73,13 +73,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("cannot run:\n  " + "\n  ".join(problems), file=sys.stderr)
         return EXIT_FAILED
     settings = _load(args)
-    stop = {"requested": False}
-    signal.signal(signal.SIGINT, lambda *_: stop.update(requested=True))
-    signal.signal(signal.SIGTERM, lambda *_: stop.update(requested=True))
     with _broker(args, settings):
         checkpoint = checkpoint_dir(settings, args.checkpoint)
         print(f"checkpoint: {checkpoint}", file=sys.stderr)
         spark = build_session(settings, args.master)
+        # After the session: PySpark's own SIGINT handler cancels every job and raises KeyboardInterrupt,
+        # which would skip the drain and the summary.
+        stop = {"requested": False}
+        signal.signal(signal.SIGINT, lambda *_: stop.update(requested=True))
+        signal.signal(signal.SIGTERM, lambda *_: stop.update(requested=True))
         job = LiveJob(spark, settings, checkpoint)
         job.start()
         demo = None
