@@ -24,19 +24,10 @@ import pandas as pd
 from pyspark import Accumulator
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+from pyspark.sql.streaming.state import GroupState as SparkGroupState
+from pyspark.sql.streaming.state import GroupStateTimeout
 
-from coordinator_state import (
-    EngineConfig,
-    Invalid,
-    Tick,
-    dead_letter,
-    invalid_response,
-    parse_raw,
-    run_group,
-    to_json,
-)
-from coordinator_state.requests import Request
+from coordinator_state import EngineConfig, Invalid, Request, Tick, parse_raw, reject, run_group, to_json
 
 from .settings import engine_config
 
@@ -60,7 +51,7 @@ def make_parser(max_clock_skew_ms: int | None, source: str) -> Parser:
 
     def parse(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for pdf in batches:
-            rows = []
+            rows: list[tuple[Any, ...]] = []
             for raw, partition, offset, record_ts in zip(pdf["value"], pdf["partition"], pdf["offset"],
                                                          pdf["record_ts"], strict=True):
                 ts = None if pd.isna(record_ts) else int(record_ts)
@@ -69,8 +60,7 @@ def make_parser(max_clock_skew_ms: int | None, source: str) -> Parser:
                     rows.append(("tick", False, None, parsed.timestamp_ms, partition, offset, ts, None, None, None,
                                  None))
                 elif isinstance(parsed, Invalid):
-                    letter = dead_letter(_source_label(source, int(partition), int(offset)), raw, parsed.reason)
-                    response = invalid_response(parsed)
+                    letter, response = reject(parsed, _source_label(source, int(partition), int(offset)), raw)
                     # The dead letter already holds the record: the raw value is not shuffled a second time.
                     rows.append(("invalid", True, "", None, partition, offset, ts, None, to_json(letter),
                                  None if response is None else to_json(response),
@@ -92,7 +82,7 @@ def make_group_step(settings: Mapping[str, Any], live: bool,
     snapshots_topic = settings["coordinator.snapshots.topic"]
     dead_letters_topic = settings["coordinator.dead.letters.topic"]
 
-    def step(key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
+    def step(key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: SparkGroupState) -> Iterator[pd.DataFrame]:
         invalid, group_id = bool(key[0]), str(key[1])
         frames = [pdf for pdf in batches if len(pdf)]
         rows = pd.concat(frames).sort_values(["partition", "offset"]) if frames else None

@@ -1,6 +1,6 @@
 """`coordinator run --demo`: static members bounced one by one, round after round, against the live job.
 
-The demo is a chaos run (`ChaosRun`, the rolling-bounce scenario, static members) on a `LiveEngine`, in
+The demo is a chaos run (`ChaosRun`, the rolling-bounce scenario, static members) on a `LiveBackend`, in
 a thread of its own, repeated until `stop()`. Each member in turn is closed without LeaveGroup and started
 again (new process, new reply_to, same group.instance.id) `down_ms` later, well inside its session, so
 the coordinator should keep the group as it is: the status line's rebalances stay at 0.
@@ -11,12 +11,13 @@ from __future__ import annotations
 import random
 import secrets
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from .chaos import ChaosRun, Progress, describe_progress
-from .live import LiveEngine
-from .runner import wall_clock_ms
+from group_client.realtime import wall_clock_ms
+
+from .live import LiveBackend
+from .run import ChaosRun, Progress, describe_progress
 from .scenarios import normalize_config
 
 # Real-time timings. Micro-batches take 0.5-3 s, and a timer (the initial rebalance delay) fires only once
@@ -56,8 +57,6 @@ class Demo:
         self.report: dict[str, Any] | None = None
         self.error: BaseException | None = None
         self._stop = threading.Event()
-        self._changed = threading.Condition()
-        self._ended = False
         self._thread = threading.Thread(target=self._run, name="demo", daemon=True)
 
     def start(self) -> Demo:
@@ -72,14 +71,6 @@ class Demo:
         if self.progress is None:
             return "demo starting"
         return f"demo {self.config['group_id']}: {describe_progress(self.progress)}"
-
-    def wait_for(self, predicate: Callable[[Progress], bool], timeout_s: float) -> bool:
-        """Waits until the demo's progress satisfies `predicate` (False if `timeout_s` passes first, or the
-        demo has ended)."""
-        with self._changed:
-            return self._changed.wait_for(
-                lambda: self._ended or (self.progress is not None and predicate(self.progress)),
-                timeout_s) and not self._ended
 
     def stop(self) -> None:
         """Closes every member (without LeaveGroup) and waits for the last answers (each of the catch-up and
@@ -98,23 +89,17 @@ class Demo:
 
     def _run(self) -> None:
         try:
-            engine = LiveEngine.from_settings(self.settings, self.config["group_id"])
+            backend = LiveBackend.from_settings(self.settings, self.config["group_id"])
             try:
                 self.config["start_ms"] = wall_clock_ms()
-                run = ChaosRun(self.config, engine, random.Random(self.config["seed"]))
+                run = ChaosRun(self.config, backend, random.Random(self.config["seed"]))
 
                 def publish() -> None:
-                    with self._changed:
-                        self.progress = run.progress()
-                        self._changed.notify_all()
+                    self.progress = run.progress()
 
                 self.report = run.run(self._stop.is_set, repeat=True, on_instant=publish)
                 publish()
             finally:
-                engine.close()
+                backend.close()
         except Exception as exc:  # shown by status() and summary(): the job it demonstrates keeps running
             self.error = exc
-        finally:
-            with self._changed:
-                self._ended = True
-                self._changed.notify_all()
