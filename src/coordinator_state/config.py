@@ -22,6 +22,11 @@ class ConfigError(ValueError):
     """A configuration value the engine cannot run with."""
 
 
+def config_int(config: Mapping[str, Any] | None, key: str) -> int:
+    """One integer setting of PROTOCOL.md section 6, its default when absent."""
+    return _as_int(key, (config or {}).get(key, DEFAULTS[key]))
+
+
 def _as_int(key: str, value: Any) -> int:
     if isinstance(value, bool):
         raise ConfigError(f"{key} must be an integer, got {value!r}")

@@ -15,14 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import Error
+from .wire import INT32_MAX, INT32_MIN, SUPPORTED_VERSIONS, TICK, Api, is_utf8_encodable, response_key
 
-SUPPORTED_VERSIONS: dict[str, tuple[int, int]] = {
-    "JoinGroup": (0, 9),
-    "SyncGroup": (0, 5),
-    "Heartbeat": (0, 4),
-    "LeaveGroup": (0, 5),
-}
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 # Event times must fit Spark's timestamps and Python's datetime: up to the end of year 9999.
 MAX_TIMESTAMP_MS = 253402300799999
 
@@ -126,11 +120,8 @@ class _Bad(Exception):
 def _string(value: Any, where: str) -> str:
     if type(value) is not str:
         raise _Bad(f"{where}: expected a string, got {_type_name(value)}")
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise _Bad(f"{where}: not valid Unicode (lone surrogate)") from None
+    if not is_utf8_encodable(value):
+        raise _Bad(f"{where}: not valid Unicode (lone surrogate)")
     return value
 
 
@@ -221,7 +212,7 @@ def parse_request(
     timestamp = _readable_timestamp(obj, record_timestamp_ms)
     try:
         api = obj.get("api")
-        if api == "Tick":
+        if api == TICK:
             return Tick(_envelope_timestamp(obj, record_timestamp_ms, max_clock_skew_ms))
         if type(api) is not str or api not in SUPPORTED_VERSIONS:
             raise _Bad(f"api: unknown api {api!r}")
@@ -275,38 +266,29 @@ def _envelope_timestamp(obj: dict[str, Any], record_ts: int | None, max_skew: in
 
 def _readable_reply(obj: dict[str, Any]) -> Reply | None:
     """The routing fields, if they can be read, so that even an invalid record can be answered."""
-    correlation_id = obj.get("correlation_id")
-    client_id = obj.get("client_id", "")
-    reply_to = obj.get("reply_to", client_id)
-    if type(correlation_id) is not int or not INT32_MIN <= correlation_id <= INT32_MAX:
+    key = response_key(obj)
+    if key is None:
         return None
-    try:
-        reply_to = _string(reply_to, "reply_to")
-        client_id = "" if client_id is None else _string(client_id, "client_id")
-    except _Bad:
+    reply_to, correlation_id = key
+    client_id = obj.get("client_id", "")
+    if client_id is None:
+        client_id = ""
+    elif type(client_id) is not str or not is_utf8_encodable(client_id):
         return None
     api = obj.get("api")
     version = obj.get("version")
-    if type(api) is not str or (not api.isascii() and not _encodable(api)):
+    if type(api) is not str or not is_utf8_encodable(api):
         api = ""
     if type(version) is not int or not INT32_MIN <= version <= INT32_MAX:
         version = SUPPORTED_VERSIONS.get(api, (0, 0))[1] if "version" not in obj else -1
     return Reply(api, version, correlation_id, client_id, reply_to)
 
 
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _readable_group_id(obj: dict[str, Any]) -> str | None:
     body = obj.get("body")
     if type(body) is dict:
         group_id = body.get("group_id")
-        if type(group_id) is str and (group_id.isascii() or _encodable(group_id)):
+        if type(group_id) is str and is_utf8_encodable(group_id):
             return group_id
     return None
 
@@ -399,8 +381,8 @@ def _parse_leave(reply: Reply, timestamp: int, client_host: str, body: dict[str,
 
 
 _PARSERS: dict[str, Any] = {
-    "JoinGroup": _parse_join,
-    "SyncGroup": _parse_sync,
-    "Heartbeat": _parse_heartbeat,
-    "LeaveGroup": _parse_leave,
+    Api.JOIN_GROUP: _parse_join,
+    Api.SYNC_GROUP: _parse_sync,
+    Api.HEARTBEAT: _parse_heartbeat,
+    Api.LEAVE_GROUP: _parse_leave,
 }
