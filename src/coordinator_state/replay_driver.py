@@ -22,7 +22,7 @@ from typing import Any, Literal
 from .config import config_int
 from .local import LocalCoordinator
 from .records import reject, to_json
-from .requests import Invalid, Parsed, Tick, parse_raw, parse_request
+from .requests import Invalid, Parsed, Request, Tick, parse_raw, parse_request
 from .responses import Response
 from .wire import tombstone
 
@@ -73,7 +73,7 @@ class ReplayDriver:
         kind: Literal["request", "tick"] = "tick" if isinstance(parsed, Tick) else "request"
         self.counts[kind + "s"] += 1
         responses = self.coordinator.process(parsed)
-        if not isinstance(parsed, Tick) and parsed.group_id in self.coordinator.groups:
+        if isinstance(parsed, Request) and parsed.group_id in self.coordinator.groups:
             self._groups[parsed.group_id] = None
         largest = parsed.timestamp_ms if self._largest_event_ms is None else max(self._largest_event_ms,
                                                                                    parsed.timestamp_ms)

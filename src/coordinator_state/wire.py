@@ -47,18 +47,25 @@ class Api(StrEnum):
     SYNC_GROUP = "SyncGroup"
     HEARTBEAT = "Heartbeat"
     LEAVE_GROUP = "LeaveGroup"
+    OFFSET_COMMIT = "OffsetCommit"
+    OFFSET_FETCH = "OffsetFetch"
+    DESCRIBE_GROUPS = "DescribeGroups"
+    LIST_GROUPS = "ListGroups"
 
 
 # The clock record of PROTOCOL.md section 2: moves the watermark, belongs to no group, gets no answer.
 TICK = "Tick"
 
-# Supported versions per API, lowest and highest (PROTOCOL.md section 2). Section 8's OffsetCommit 0-9,
-# OffsetFetch 0-9, DescribeGroups 0-5 and ListGroups 0-5 join this table (and `Api`) with their handlers.
+# Supported versions per API, lowest and highest (PROTOCOL.md sections 2 and 8).
 SUPPORTED_VERSIONS: dict[str, tuple[int, int]] = {
     Api.JOIN_GROUP: (0, 9),
     Api.SYNC_GROUP: (0, 5),
     Api.HEARTBEAT: (0, 4),
     Api.LEAVE_GROUP: (0, 5),
+    Api.OFFSET_COMMIT: (0, 9),
+    Api.OFFSET_FETCH: (0, 9),
+    Api.DESCRIBE_GROUPS: (0, 5),
+    Api.LIST_GROUPS: (0, 5),
 }
 
 # How a response finds its request: (reply_to, correlation_id).
