@@ -1,4 +1,9 @@
-"""`coordinator bench`: engine speed figures, printed (never asserted): measure, don't guess."""
+"""`coordinator bench`: engine speed figures, printed (never asserted): measure, don't guess.
+
+Figures are CPU time of this process (`time.process_time`), not wall time: the machines this runs on are
+shared, and the engine is single-threaded pure Python, so its CPU time is what it costs. Set-up (building
+the Stable groups) is linear in the number of members and not measured.
+"""
 
 from __future__ import annotations
 
@@ -7,59 +12,80 @@ import base64
 import json
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from coordinator_state import SIMULATION_EPOCH_MS as EPOCH_MS
-from coordinator_state import LocalCoordinator, request_envelope
+from coordinator_state import Api, LocalCoordinator, request_envelope
 
 META = base64.b64encode(b"consumer-metadata").decode()
+CONFIG = {"group.initial.rebalance.delay.ms": 3000}
 
 
-def _join(group: str, client: str, instance: str | None, t: int, correlation_id: int) -> dict[str, Any]:
+def _join(group: str, client: str, instance: str | None, t: int) -> dict[str, Any]:
     body = {"group_id": group, "session_timeout_ms": 30000, "rebalance_timeout_ms": 60000, "member_id": "",
             "group_instance_id": instance, "protocol_type": "consumer",
             "protocols": [{"name": "range", "metadata": META}], "reason": None}
-    return request_envelope("JoinGroup", body, version=9, correlation_id=correlation_id, client_id=client,
-                            reply_to=client, timestamp_ms=t)
-
-
-def _sync(group: str, client: str, member: str, instance: str | None, generation: int, t: int,
-          assignments: list[dict[str, str]]) -> dict[str, Any]:
-    body = {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": instance,
-            "protocol_type": "consumer", "protocol_name": "range", "assignments": assignments}
-    return request_envelope("SyncGroup", body, version=5, correlation_id=2, client_id=client, reply_to=client,
+    return request_envelope(Api.JOIN_GROUP, body, version=9, correlation_id=1, client_id=client, reply_to=client,
                             timestamp_ms=t)
 
 
-def _stable_groups(coord: LocalCoordinator, groups: int, members: int, t: int) -> dict[str, list[tuple[str, str]]]:
-    """Builds `groups` Stable groups of static members; returns group -> [(client, member id)]."""
-    ids: dict[str, list[tuple[str, str]]] = {}
-    for g in range(groups):
-        group = f"group-{g}"
-        for m in range(members):
-            coord.handle(_join(group, f"{group}-c{m}", f"{group}-i{m}", t, 1))
-    responses = coord.advance_to(t + 10_000)
-    for r in responses:
-        ids.setdefault(r["group_id"], []).append((r["reply_to"], r["body"]["member_id"]))
-    for group, clients in ids.items():
-        for client, member in sorted(clients, key=lambda c: c[0] != clients[0][0]):
-            leader = client == _leader_client(responses, group)
-            assignments = [{"member_id": mid, "assignment": ""} for _, mid in clients] if leader else []
-            coord.handle(_sync(group, client, member, None, 1, t + 10_001, assignments))
-    return ids
+def _sync(group: str, client: str, member: str, generation: int, t: int,
+          assignments: list[dict[str, str]]) -> dict[str, Any]:
+    body = {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": None,
+            "protocol_type": "consumer", "protocol_name": "range", "assignments": assignments}
+    return request_envelope(Api.SYNC_GROUP, body, version=5, correlation_id=2, client_id=client, reply_to=client,
+                            timestamp_ms=t)
 
 
-def _leader_client(responses: list[dict[str, Any]], group: str) -> str:
-    return next(r["reply_to"] for r in responses
-                if r["group_id"] == group and r["body"]["leader"] == r["body"]["member_id"])
+class JoinRound:
+    """Every member of the groups joins (static, v9); at the end of the initial delay every group completes."""
+
+    def __init__(self, coord: LocalCoordinator, members: dict[str, list[str]], t: int) -> None:
+        self.coord = coord
+        self.members = members  # group -> clients
+        self.t = t
+
+    def join(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """Sends the joins, completes the join phase; returns group -> client -> JoinGroup response body."""
+        for group, clients in self.members.items():
+            for index, client in enumerate(clients):
+                self.coord.handle(_join(group, client, f"{client}-i{index}", self.t))
+        bodies: dict[str, dict[str, dict[str, Any]]] = {group: {} for group in self.members}
+        for response in self.coord.advance_to(self.t + 10_000):
+            bodies[response["group_id"]][response["reply_to"]] = response["body"]
+        return bodies
+
+    def sync(self, bodies: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+        """The leader's SyncGroup (with everyone's assignment), then the followers'; returns their answers."""
+        answers = []
+        t = self.t + 10_001
+        for group, by_client in bodies.items():
+            leader = next(client for client, body in by_client.items() if body["leader"] == body["member_id"])
+            assignments = [{"member_id": body["member_id"], "assignment": META} for body in by_client.values()]
+            answers += self.coord.handle(_sync(group, leader, by_client[leader]["member_id"], 1, t, assignments))
+            for client, body in by_client.items():
+                if client != leader:
+                    answers += self.coord.handle(_sync(group, client, body["member_id"], 1, t, []))
+        return answers
+
+
+def stable_groups(coord: LocalCoordinator, groups: int, members: int, t: int) -> dict[str, list[tuple[str, str]]]:
+    """Builds `groups` Stable groups of `members` static members; returns group -> [(client, member id)]."""
+    layout = {f"group-{g}": [f"group-{g}-c{m}" for m in range(members)] for g in range(groups)}
+    round_ = JoinRound(coord, layout, t)
+    bodies = round_.join()
+    answers = round_.sync(bodies)
+    refused = sum(a["body"]["error_code"] != 0 for a in answers)
+    if refused or len(answers) != groups * members:
+        raise RuntimeError(f"set-up failed: {len(answers)} SyncGroup answers, {refused} refused")
+    return {group: [(client, body["member_id"]) for client, body in by_client.items()]
+            for group, by_client in bodies.items()}
 
 
 def bench_heartbeats(groups: int, members: int, rounds: int) -> dict[str, float]:
-    coord = LocalCoordinator({"group.initial.rebalance.delay.ms": 3000})
-    ids = _stable_groups(coord, groups, members, EPOCH_MS)
-    states = {coord.describe(g)["state"] for g in ids}  # type: ignore[index]
-    if states != {"Stable"}:
-        raise RuntimeError(f"setup failed: groups in states {states}")
+    coord = LocalCoordinator(CONFIG)
+    ids = stable_groups(coord, groups, members, EPOCH_MS)
     t0 = EPOCH_MS + 11_000
     requests = []
     for r in range(rounds):
@@ -67,39 +93,34 @@ def bench_heartbeats(groups: int, members: int, rounds: int) -> dict[str, float]
         for group, clients in ids.items():
             for client, member in clients:
                 body = {"group_id": group, "generation_id": 1, "member_id": member, "group_instance_id": None}
-                requests.append(request_envelope("Heartbeat", body, version=4, correlation_id=10 + r,
+                requests.append(request_envelope(Api.HEARTBEAT, body, version=4, correlation_id=10 + r,
                                                  client_id=client, reply_to=client, timestamp_ms=t))
     errors = 0
-    start = time.perf_counter()
+    start = time.process_time()
     for request in requests:
         for response in coord.handle(request):
             errors += response["body"]["error_code"] != 0
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     if errors:
         raise RuntimeError(f"{errors} heartbeats were refused: the benchmark is not measuring the happy path")
     return {"heartbeat_requests_per_s": len(requests) / elapsed, "heartbeat_requests": len(requests)}
 
 
 def bench_join_round(members: int) -> dict[str, float]:
-    coord = LocalCoordinator({"group.initial.rebalance.delay.ms": 3000})
-    joins = [_join("big", f"c{m}", f"i{m}", EPOCH_MS + m, 1) for m in range(members)]
-    start = time.perf_counter()
-    for request in joins:
-        coord.handle(request)
-    joined = coord.advance_to(EPOCH_MS + 20_000)
-    by_client = {r["reply_to"]: r["body"] for r in joined}
-    leader_client = next(c for c, b in by_client.items() if b["leader"] == b["member_id"])
-    assignments = [{"member_id": b["member_id"], "assignment": META} for b in by_client.values()]
-    t = EPOCH_MS + 20_001
-    synced = coord.handle(_sync("big", leader_client, by_client[leader_client]["member_id"], None, 1, t, assignments))
-    for client, body in by_client.items():
-        if client != leader_client:
-            synced += coord.handle(_sync("big", client, body["member_id"], None, 1, t, []))
-    elapsed = time.perf_counter() - start
-    if len(joined) != members or sum(r["body"]["error_code"] == 0 for r in synced) != members:
+    """One group of `members` static members: every JoinGroup, the join phase completing, every SyncGroup."""
+    coord = LocalCoordinator(CONFIG)
+    round_ = JoinRound(coord, {"big": [f"c{m}" for m in range(members)]}, EPOCH_MS)
+    start = time.process_time()
+    bodies = round_.join()
+    answers = round_.sync(bodies)
+    elapsed = time.process_time() - start
+    if len(bodies["big"]) != members or sum(a["body"]["error_code"] == 0 for a in answers) != members:
         raise RuntimeError("the join round did not complete: the benchmark is broken")
-    return {"join_round_1000_members_ms" if members == 1000 else f"join_round_{members}_members_ms":
-            elapsed * 1000}
+    return {f"join_round_{members}_members_ms": elapsed * 1000}
+
+
+def _sizes(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part.strip()]
 
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
@@ -108,17 +129,20 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--groups", type=int, default=10_000, help="Stable groups for the heartbeat figure")
     parser.add_argument("--members", type=int, default=10, help="members per group for the heartbeat figure")
     parser.add_argument("--rounds", type=int, default=3, help="heartbeats per member")
-    parser.add_argument("--join-members", type=int, default=1000, help="members in the join round")
+    parser.add_argument("--join-members", type=_sizes, default=[1000, 10_000], metavar="N[,N...]",
+                        help="members in each measured join round (default 1000,10000)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON line on stdout")
 
 
 def bench_main(args: argparse.Namespace) -> int:
     print(f"building {args.groups} Stable groups x {args.members} members...", file=sys.stderr)
-    figures: dict[str, Any] = {"engine": args.engine}
+    figures: dict[str, Any] = {"engine": args.engine, "clock": "process_time"}
     figures.update(bench_heartbeats(args.groups, args.members, args.rounds))
     print(f"heartbeats: {figures['heartbeat_requests_per_s']:,.0f}/s", file=sys.stderr)
-    print(f"join round of {args.join_members} static members...", file=sys.stderr)
-    figures.update(bench_join_round(args.join_members))
+    join_members: Sequence[int] = args.join_members
+    for members in join_members:
+        print(f"join round of {members} static members...", file=sys.stderr)
+        figures.update(bench_join_round(members))
     if args.json:
         print(json.dumps(figures))
     else:

@@ -107,7 +107,7 @@ def decode_group(raw: bytes, config: EngineConfig) -> Group:
             group.static_members[member.group_instance_id] = member.member_id
         if member.join_waiter is not None:
             group.awaiting_join += 1
-        group._count_protocols(member, +1)
+        group.count_protocols(member, +1)
     group.pending_members = dict.fromkeys(data["pending_members"])
     group.pending_sync = dict.fromkeys(data["pending_sync"])
     group.new_member_added = data["new_member_added"]

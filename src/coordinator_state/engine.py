@@ -17,19 +17,15 @@ from .codec import decode_group, encode_group
 from .config import EngineConfig
 from .errors import Error
 from .group import Group
-from .handlers import describe_groups, offset_commit, offset_fetch
+from .handlers import ABSENT_GROUP_ANSWERS, apply_request
 from .offsets import OffsetChange
 from .requests import DescribeGroups, JoinGroup, LeaveGroup, OffsetCommit, OffsetFetch, Request, SyncGroup
 from .responses import Response, envelope, error_response_body, leave_body
 
 log = logging.getLogger(__name__)
 
-Group._HANDLERS.update({
-    OffsetCommit: offset_commit.handle_offset_commit,
-    OffsetFetch: offset_fetch.handle_offset_fetch,
-    DescribeGroups: describe_groups.handle_describe_groups,
-})
-# The APIs for which "" is a group id like any other (GroupCoordinatorService refuses only null).
+# The APIs for which "" is a group id like any other: Kafka's GroupCoordinatorService refuses only a null
+# group id there, "for backwards compatibility" (docs/OFFSETS_AND_LISTING.md 12 row 4).
 _EMPTY_GROUP_ID_ALLOWED = (OffsetCommit, OffsetFetch, DescribeGroups)
 
 
@@ -53,14 +49,11 @@ def _error_response(req: Request, t: int, error: Error) -> Response:
 
 def _absent_group_response(req: Request, t: int) -> Response | None:
     """The answer to a request for a group that does not exist, or None when the request creates it."""
+    own_answer = ABSENT_GROUP_ANSWERS.get(req.reply.api)
+    if own_answer is not None:
+        return own_answer(req, t)
     if isinstance(req, JoinGroup) and req.member_id == "":
         return None
-    if isinstance(req, OffsetCommit):
-        return offset_commit.absent_group(req, t)
-    if isinstance(req, OffsetFetch):
-        return offset_fetch.absent_group(req, t)
-    if isinstance(req, DescribeGroups):
-        return describe_groups.absent_group(req, t)
     if isinstance(req, LeaveGroup):
         entries = [(e.member_id, e.group_instance_id, Error.UNKNOWN_MEMBER_ID) for e in req.members]
         top = Error.NONE if req.reply.version >= 3 else Error.UNKNOWN_MEMBER_ID
@@ -74,15 +67,16 @@ def handle_in_group(
     """Processes one request at `now` (its time, or later if the coordinator's clock is past it).
 
     Returns the group afterwards (None when it does not exist or was removed) and every response the
-    call decided, timers that came due first included. Offset changes go to `changes`, in order.
+    call decided, timers that came due first included; the offset changes it made are appended to
+    `changes`, in order.
     """
-    out = [] if changes is None else changes
+    offset_changes = [] if changes is None else changes
     responses: list[Response] = []
     if group is not None:
         now = max(now, group.clock)  # the group's clock never goes back
         group.fire_due(now)  # timers due at or before the request fire first (SEMANTICS.md T2)
         responses += group.drain()
-        out += group.drain_offset_changes()
+        offset_changes += group.drain_offset_changes()
         if group.removed:
             group = None
     error = _precheck(req, config)
@@ -97,7 +91,7 @@ def handle_in_group(
         return group, responses
     assert group is not None
     try:
-        group.handle(req, now)
+        apply_request(group, req, now)
     except Exception:  # the one boundary where an engine bug becomes an answer, never a crash
         log.exception("engine error on %s for group %r", req.reply.api, req.group_id)
         group.drain()
@@ -105,7 +99,7 @@ def handle_in_group(
         responses.append(_error_response(req, now, Error.UNKNOWN_SERVER_ERROR))
         return group, responses
     responses += group.drain()
-    out += group.drain_offset_changes()
+    offset_changes += group.drain_offset_changes()
     return (None if group.removed else group), responses
 
 

@@ -66,4 +66,4 @@ def handle_offset_commit(group: Group, req: OffsetCommit, t: int) -> None:
                 req.retention_time_ms))
             answers.append((p.partition_index, Error.NONE))
         results.append((topic.name, answers))
-    group.out.append(envelope(req.reply, req.group_id, t, commit_body(req.reply.version, Error.NONE, results)))
+    group.answer(req.reply, t, commit_body(req.reply.version, Error.NONE, results))

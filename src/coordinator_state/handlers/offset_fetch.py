@@ -62,4 +62,4 @@ def absent_group(req: OffsetFetch, t: int) -> Response:
 
 
 def handle_offset_fetch(group: Group, req: OffsetFetch, t: int) -> None:
-    group.out.append(envelope(req.reply, req.group_id, t, fetch_body(req, group.offsets)))
+    group.answer(req.reply, t, fetch_body(req, group.offsets))
