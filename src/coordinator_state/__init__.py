@@ -10,11 +10,13 @@ from .config import DEFAULTS, ConfigError, EngineConfig
 from .engine import GroupOutcome, handle_in_group, run_group
 from .errors import Error
 from .group import Group
+from .listing import describe_groups_body, described_group, list_groups_body
 from .local import LocalCoordinator
 from .model import GroupState
+from .offsets import CommittedOffset, OffsetChange
 from .records import dead_letter, reject, to_json
 from .replay_driver import Fed, Finished, ReplayDriver
-from .requests import Invalid, Request, Tick, decode_record, parse_raw, parse_request
+from .requests import Invalid, ListGroups, Request, Tick, decode_record, for_one_group, parse_raw, parse_request
 from .responses import invalid_response
 from .wire import (
     SIMULATION_EPOCH_MS,
@@ -36,6 +38,7 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "TICK",
     "Api",
+    "CommittedOffset",
     "ConfigError",
     "EngineConfig",
     "Error",
@@ -45,7 +48,9 @@ __all__ = [
     "GroupOutcome",
     "GroupState",
     "Invalid",
+    "ListGroups",
     "LocalCoordinator",
+    "OffsetChange",
     "ReplayDriver",
     "Request",
     "ResponseKey",
@@ -54,11 +59,15 @@ __all__ = [
     "dead_letter",
     "decode_group",
     "decode_record",
+    "describe_groups_body",
+    "described_group",
     "encode_group",
+    "for_one_group",
     "handle_in_group",
     "invalid_response",
     "is_tombstone",
     "latest_version",
+    "list_groups_body",
     "parse_raw",
     "parse_request",
     "reject",

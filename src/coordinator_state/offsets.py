@@ -71,6 +71,13 @@ class OffsetChange:
     def key(self) -> str:
         return f"{self.group_id}/{self.topic}/{self.partition}"
 
+    def line(self) -> dict[str, Any]:
+        """The change as a line of an offsets file: the record's value, or its tombstone line."""
+        record = self.record()
+        if record is None:
+            return {"group_id": self.group_id, "topic": self.topic, "partition": self.partition, "tombstone": True}
+        return record
+
     def record(self) -> dict[str, Any] | None:
         """The record's value, or None for a tombstone."""
         value = self.value

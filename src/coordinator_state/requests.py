@@ -314,6 +314,15 @@ def parse_request(
         return Invalid(str(bad), Error.INVALID_REQUEST, reply, group_id, timestamp)
 
 
+def for_one_group(parsed: Parsed) -> Request | Tick | Invalid:
+    """A record as a per-group step sees it: ListGroups belongs to no group, so there it is invalid (PROTOCOL.md 8)."""
+    if isinstance(parsed, ListGroups):
+        return Invalid("ListGroups: no single group holds the answer, and the request topic is routed by group; "
+                       "ask a gateway (which answers it from the snapshot topic) or a LocalCoordinator",
+                       Error.INVALID_REQUEST, parsed.reply, None, parsed.timestamp_ms)
+    return parsed
+
+
 def _readable_timestamp(obj: dict[str, Any], record_ts: int | None) -> int | None:
     """The time to stamp an answer to an invalid record with: its own if readable, else the broker's."""
     try:

@@ -15,12 +15,16 @@ import pytest
 
 from coordinator_state import (
     EngineConfig,
+    Invalid,
     LocalCoordinator,
+    ReplayDriver,
     StateFormatError,
     decode_group,
     encode_group,
+    for_one_group,
     parse_request,
     run_group,
+    to_json,
 )
 from coordinator_state.offsets import CommittedOffset, OffsetChange
 from coordinator_state.requests import OffsetCommit
@@ -157,3 +161,30 @@ def test_local_coordinator_keeps_every_offset_change_until_drained() -> None:
         ("g/t/0", None),
     ]
     assert coordinator.drain_offset_changes() == [] and coordinator.describe("g") is None
+
+
+def test_list_groups_is_invalid_for_a_per_group_step() -> None:
+    """On the request topic no single group holds a ListGroups answer (PROTOCOL.md 8)."""
+    listing = parse_request(request_envelope(Api.LIST_GROUPS, {}, version=5, correlation_id=3, reply_to="r",
+                                             timestamp_ms=T))
+    routed = for_one_group(listing)
+    assert isinstance(routed, Invalid) and routed.error.name == "INVALID_REQUEST" and "ListGroups" in routed.reason
+    assert routed.reply is not None and routed.reply.correlation_id == 3
+    fetch = parse_request(request_envelope(Api.OFFSET_FETCH, {"group_id": "g", "topics": None}, version=7,
+                                           correlation_id=4, reply_to="r", timestamp_ms=T))
+    assert for_one_group(fetch) is fetch
+
+
+def test_the_replay_driver_reports_each_offsets_final_line() -> None:
+    driver = ReplayDriver({"offsets.retention.minutes": 1, "coordinator.lateness.ms": 0})
+    fed = driver.feed(to_json(commit(T, {0: 5, 1: 6})), "file:1")
+    assert [c.key for c in fed.offset_changes] == ["g/t/0", "g/t/1"]
+    driver.feed(to_json(commit(T + 30000, {1: 7}, correlation_id=2)), "file:2")
+    driver.feed(to_json({"api": "Tick", "timestamp_ms": T + 60000}), "file:3")  # g/t/0 expires
+    finished = driver.finish()
+    assert finished.offsets == {
+        "g/t/0": {"group_id": "g", "topic": "t", "partition": 0, "tombstone": True},
+        "g/t/1": {"group_id": "g", "topic": "t", "partition": 1, "committed_offset": 7,
+                  "committed_leader_epoch": -1, "committed_metadata": "", "commit_timestamp_ms": T + 30000,
+                  "expire_timestamp_ms": None},
+    }
