@@ -1,6 +1,8 @@
-"""Property: over random static and dynamic clients that join, sync, heartbeat, leave, restart and commit,
-a fenced or stale member's commit never changes a committed offset, and a fetch always returns the last
-accepted commit of every partition.
+"""Properties over random static and dynamic clients that join, sync, heartbeat, leave, restart and commit.
+
+A fenced or stale member's commit never changes a committed offset, and a fetch always returns the last
+accepted commit of every partition. And `run_group` over random micro-batches, as the Spark job calls
+it, gives the same answers and the same offsets topic as the record-by-record replay, expiry included.
 
 "Fenced or stale" is judged from the group's snapshot just before the commit (the clock has already been
 advanced, so no timer is due in between): the member id is not a member, the instance id maps to
@@ -10,18 +12,30 @@ change is always visible.
 
 from __future__ import annotations
 
+import base64
 import random
+import struct
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator_state import LocalCoordinator
+from coordinator_state import EngineConfig, LocalCoordinator, ReplayDriver, decode_group, parse_request, run_group
 from coordinator_state.wire import SIMULATION_EPOCH_MS, Api, request_envelope
 
 from .harness import b64
 
 CLIENTS = ["a", "b", "c"]
+# Real consumer-protocol subscriptions, so that a Stable group knows its topics: with client a in the
+# group the committed topic "t" is subscribed and kept, without it "t" can expire (offsets.retention).
+SUBSCRIPTIONS = {"a": ("t",), "b": ("u",), "c": ("u", "v")}
+
+
+def subscription(topics: tuple[str, ...]) -> str:
+    raw = struct.pack(">hi", 0, len(topics)) + b"".join(struct.pack(">h", len(t)) + t.encode() for t in topics)
+    return base64.b64encode(raw + struct.pack(">i", -1)).decode()
+
+
 PARTITIONS = [0, 1, 2]
 MODES = ["current", "current", "stale_generation", "stale_id", "other_instance", "simple", "without_instance"]
 
@@ -47,12 +61,14 @@ class World:
         self.next_offset = 0
         self.committed: dict[int, int] = {}  # partition -> the last accepted offset
         self.commits = self.refused_stale = 0
+        self.requests: list[dict[str, Any]] = []
 
     def send(self, api: str, client: Client, body: dict[str, Any], version: int) -> list[dict[str, Any]]:
         self.correlation += 1
         request = request_envelope(api, {"group_id": "g", **body}, version=version, correlation_id=self.correlation,
                                    client_id=f"client-{client.name}", reply_to=f"{client.name}#{client.incarnation}",
                                    timestamp_ms=self.now)
+        self.requests.append(request)
         responses = self.coord.handle(request)
         self.learn(responses)
         return [r for r in responses if r["correlation_id"] == self.correlation]
@@ -82,7 +98,7 @@ class World:
         elif roll < 0.7:
             self.commit(client, self.rng.choice(MODES))
         elif roll < 0.8:
-            self.now += self.rng.choice([100, 3000, 11000, 31000])
+            self.now += self.rng.choice([100, 3000, 11000, 31000, 65000])
             self.learn(self.coord.advance_to(self.now))
         elif roll < 0.85:
             client.incarnation += 1  # a crash and restart: the new process knows no member id
@@ -98,7 +114,8 @@ class World:
         if not client.member_id or client.generation < 0:
             body = {"session_timeout_ms": 10000, "rebalance_timeout_ms": 20000, "member_id": client.member_id,
                     "group_instance_id": client.instance, "protocol_type": "consumer",
-                    "protocols": [{"name": "range", "metadata": b64(client.name)}], "reason": None}
+                    "protocols": [{"name": "range", "metadata": subscription(SUBSCRIPTIONS[client.name])}],
+                    "reason": None}
             self.send(Api.JOIN_GROUP, client, body, 9)
         elif not client.synced:
             snapshot = self.coord.describe("g")
@@ -177,3 +194,46 @@ def test_the_walk_does_commit_and_does_refuse_stale_commits() -> None:
         commits += world.commits
         refused += world.refused_stale
     assert commits > 50 and refused > 50, (commits, refused)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32), st.lists(st.booleans(), min_size=3, max_size=3),
+       st.lists(st.integers(1, 8), min_size=1, max_size=20), st.sampled_from([0, 2000]))
+def test_micro_batches_give_the_same_answers_and_offsets_topic(
+        seed: int, static: list[bool], batch_sizes: list[int], lateness: int) -> None:
+    world = World(random.Random(seed), static)
+    for _ in range(120):
+        world.step()
+    requests = world.requests
+    config = {"group.initial.rebalance.delay.ms": 0, "offsets.retention.minutes": 1,
+              "coordinator.lateness.ms": lateness}
+    local = ReplayDriver(config)
+    expected: dict[tuple[str, int], dict[str, Any]] = {}
+    for number, request in enumerate(requests, start=1):
+        expected.update(((r["reply_to"], r["correlation_id"]), r) for r in local.feed(request, f"n:{number}").responses)
+    finished = local.finish()
+    expected.update(((r["reply_to"], r["correlation_id"]), r) for r in finished.responses)
+
+    engine = EngineConfig.from_mapping(config)
+    state: bytes | None = None
+    deadline: int | None = None
+    actual: dict[tuple[str, int], dict[str, Any]] = {}
+    offsets: dict[str, dict[str, Any]] = {}
+    watermark, position = 0, 0
+    sizes = iter(batch_sizes * (len(requests) + 1))
+    final_watermark = max(r["timestamp_ms"] for r in requests) - lateness
+    while position < len(requests) or (deadline is not None and deadline <= watermark):
+        batch = requests[position:position + next(sizes)]
+        position += len(batch)
+        # A micro-batch runs under the watermark the batches before it set, as in Spark.
+        outcome = run_group(state, watermark, [parse_request(r) for r in batch], engine)  # type: ignore[misc]
+        state, deadline = outcome.state, outcome.next_deadline
+        actual.update(((r["reply_to"], r["correlation_id"]), r) for r in outcome.responses)
+        offsets.update((c.key, c.line()) for c in outcome.offset_changes)
+        if batch:
+            watermark = max(watermark, max(r["timestamp_ms"] for r in batch) - lateness)
+    assert watermark == final_watermark
+    assert actual == expected
+    assert offsets == finished.offsets
+    final = None if state is None else decode_group(state, engine).snapshot()
+    assert final == local.coordinator.describe("g")
