@@ -24,7 +24,7 @@ from .config import config_int
 from .local import LocalCoordinator
 from .offsets import OffsetChange
 from .records import reject, to_json
-from .requests import Invalid, Parsed, Request, Tick, parse_raw, parse_request
+from .requests import Invalid, Parsed, Tick, for_one_group, parse_raw, parse_request
 from .responses import Response
 from .wire import tombstone
 
@@ -71,7 +71,11 @@ class ReplayDriver:
         return self.feed_parsed(parse_raw(record), source, record)
 
     def feed_parsed(self, parsed: Parsed, source: str, record: Record) -> Fed:
-        """A record already parsed (`parse_raw` / `parse_request`); `record` is kept for its dead letter."""
+        """A record already parsed (`parse_raw` / `parse_request`); `record` is kept for its dead letter.
+
+        Recorded traffic is the request topic's: a ListGroups there is invalid, as in the job.
+        """
+        parsed = for_one_group(parsed)
         if isinstance(parsed, Invalid):
             self.counts["dead_letters"] += 1
             letter, answer = reject(parsed, source, _raw_bytes(record))
@@ -79,7 +83,7 @@ class ReplayDriver:
         kind: Literal["request", "tick"] = "tick" if isinstance(parsed, Tick) else "request"
         self.counts[kind + "s"] += 1
         responses = self.coordinator.process(parsed)
-        if isinstance(parsed, Request) and parsed.group_id in self.coordinator.groups:
+        if not isinstance(parsed, Tick) and parsed.group_id in self.coordinator.groups:
             self._groups[parsed.group_id] = None
         largest = parsed.timestamp_ms if self._largest_event_ms is None else max(self._largest_event_ms,
                                                                                    parsed.timestamp_ms)

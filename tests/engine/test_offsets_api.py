@@ -173,6 +173,11 @@ def test_list_groups_is_invalid_for_a_per_group_step() -> None:
     fetch = parse_request(request_envelope(Api.OFFSET_FETCH, {"group_id": "g", "topics": None}, version=7,
                                            correlation_id=4, reply_to="r", timestamp_ms=T))
     assert for_one_group(fetch) is fetch
+    # a replay treats recorded traffic as the request topic: a dead letter and an INVALID_REQUEST answer
+    fed = ReplayDriver().feed(to_json(request_envelope(Api.LIST_GROUPS, {}, version=5, correlation_id=3,
+                                                       reply_to="r", timestamp_ms=T)), "file:1")
+    assert fed.kind == "invalid" and fed.dead_letter is not None
+    assert [r["body"]["error"] for r in fed.responses] == ["INVALID_REQUEST"]
 
 
 def test_the_replay_driver_reports_each_offsets_final_line() -> None:
