@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 
 def topic_specs(settings: Mapping[str, Any]) -> list[tuple[str, int, bool]]:
-    """(name, partitions, compacted) of the coordinator's four topics."""
+    """(name, partitions, compacted) of the coordinator's topics (PROTOCOL.md sections 1 and 8)."""
     requests = int(settings["coordinator.requests.partitions"])
     responses = int(settings["coordinator.responses.partitions"])
     return [
@@ -29,6 +29,7 @@ def topic_specs(settings: Mapping[str, Any]) -> list[tuple[str, int, bool]]:
         (settings["coordinator.responses.topic"], responses, False),
         (settings["coordinator.snapshots.topic"], requests, True),
         (settings["coordinator.dead.letters.topic"], 1, False),
+        (settings["coordinator.offsets.topic"], requests, True),
     ]
 
 

@@ -2,7 +2,7 @@
 
 Every test compares what the job wrote with `replay_local` of the same traffic: the responses keyed by
 (reply_to, correlation_id) with exact duplicates dropped (the sink is at-least-once), the last snapshot
-of every group, and the dead letters.
+of every group, the last value of every committed offset, and the dead letters.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 
 from coordinator_state import Invalid, decode_record, parse_raw, to_json
 from streaming.kafka_source import log_end_offsets
-from streaming.replay import ReplayResult, replay_local, replay_spark
+from streaming.replay import ReplayResult, offset_tombstone, replay_local, replay_spark
 from streaming.runner import ensure_topics, start_query
 from streaming.settings import load_settings
 from tests.traffic import HOSTILE, build_traffic, write_traffic
@@ -47,6 +47,7 @@ def keyed(responses: list[str]) -> dict[tuple[str, int], str]:
 def assert_same(actual: ReplayResult, expected: ReplayResult) -> None:
     assert keyed(actual.responses) == keyed(expected.responses)
     assert actual.snapshots == expected.snapshots
+    assert actual.offsets == expected.offsets
     assert sorted(actual.dead_letters) == sorted(expected.dead_letters)
 
 
@@ -62,6 +63,8 @@ def test_spark_replay_equals_the_local_replay_whatever_the_batch_size(
     settings = load_settings()
     expected = replay_local(lines, settings)
     assert len(expected.snapshots) >= 2 and expected.dead_letters
+    if size == "full":  # the offsets APIs are in it: a commit stays, one expires
+        assert [json.loads(line).get("tombstone", False) for line in expected.offsets.values()] == [False, True]
     actual = replay_spark(write_traffic(tmp_path / "traffic.jsonl", lines), settings, records_per_batch, None, None)
     assert_same(actual, expected)
 
@@ -92,6 +95,7 @@ class Cluster:
             f"coordinator.responses.topic={unique('responses')}",
             f"coordinator.snapshots.topic={unique('snapshots')}",
             f"coordinator.dead.letters.topic={unique('dead-letters')}",
+            f"coordinator.offsets.topic={unique('offsets')}",
             # Requests of different groups sit in different partitions and Spark's watermark is global, so
             # a backlog read unevenly across partitions would make some requests late. Each half of the
             # recorded traffic is read in one batch here; replays exercise small batches (one partition).
@@ -142,6 +146,10 @@ class Cluster:
             assert key is not None
             # Per group, the snapshot topic is in order (one partition per key); keep the last.
             result.snapshots[key] = to_json({"group_id": key, "tombstone": True}) if value is None else value
+        for key, value in self.read("coordinator.offsets.topic"):
+            assert key is not None
+            result.offsets[key] = offset_tombstone(key) if value is None else value
+        result.offsets = dict(sorted(result.offsets.items()))
         return result
 
 
@@ -252,7 +260,7 @@ def test_a_killed_job_restarted_on_its_checkpoint_answers_every_request(
     cluster = Cluster(kafka_bootstrap, unique_topic)
     overrides = [item for key in ("coordinator.requests.topic", "coordinator.responses.topic",
                                   "coordinator.snapshots.topic", "coordinator.dead.letters.topic",
-                                  "coordinator.max.records.per.batch")
+                                  "coordinator.offsets.topic", "coordinator.max.records.per.batch")
                  for item in ("--set", f"{key}={cluster.settings[key]}")]
     # The recorded traffic carries its own clock: no wall-clock ticks from the job during this test.
     command = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local-cluster[2,1,1024]", str(SUBMIT),
