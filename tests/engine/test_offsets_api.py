@@ -193,3 +193,16 @@ def test_the_replay_driver_reports_each_offsets_final_line() -> None:
                   "committed_leader_epoch": -1, "committed_metadata": "", "commit_timestamp_ms": T + 30000,
                   "expire_timestamp_ms": None},
     }
+
+
+def test_traffic_without_offset_apis_writes_no_offsets() -> None:
+    """The golden replays (recorded before offsets existed) stay byte-identical (test_golden_replay.py),
+    and their offsets file is empty."""
+    golden = Path(__file__).resolve().parents[1] / "fixtures" / "golden"
+    cases = [path for path in sorted(golden.iterdir()) if (path / "traffic.jsonl").is_file()]
+    assert cases
+    for case in cases:
+        driver = ReplayDriver(dict(item.split("=", 1) for item in (case / "settings.txt").read_text().split()))
+        for number, line in enumerate((case / "traffic.jsonl").read_bytes().splitlines(), start=1):
+            assert driver.feed(line, f"file:{number}").offset_changes == []
+        assert driver.finish().offsets == {}
