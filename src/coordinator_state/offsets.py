@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import Error
 from .model import GroupState
@@ -39,9 +39,10 @@ CONSUMER_PROTOCOL_TYPE = "consumer"
 TopicPartition = tuple[str, int]
 
 
-@dataclass(frozen=True, slots=True)
-class CommittedOffset:
-    """One partition's committed position (the value of Kafka's OffsetCommitValue record)."""
+class CommittedOffset(NamedTuple):
+    """One partition's committed position (the value of Kafka's OffsetCommitValue record).
+
+    Immutable; a named tuple because every committed partition makes one (cheaper than a dataclass)."""
 
     offset: int
     leader_epoch: int
@@ -58,8 +59,7 @@ class CommittedOffset:
         return cls(int(offset), int(epoch), str(metadata), int(committed), None if expires is None else int(expires))
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetChange:
+class OffsetChange(NamedTuple):
     """A committed offset set or removed: one record of the compacted offsets topic (PROTOCOL.md section 8)."""
 
     group_id: str
@@ -272,7 +272,8 @@ def java_length(text: str) -> int:
 
 
 def metadata_too_large(metadata: str | None, max_length: int) -> bool:
-    return metadata is not None and java_length(metadata) > max_length
+    # A character is at most 2 UTF-16 code units: short metadata needs no counting.
+    return metadata is not None and 2 * len(metadata) > max_length and java_length(metadata) > max_length
 
 
 def committed_value(

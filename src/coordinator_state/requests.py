@@ -12,7 +12,7 @@ from __future__ import annotations
 import binascii
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import Error
 from .wire import INT32_MAX, INT32_MIN, SUPPORTED_VERSIONS, TICK, Api, is_utf8_encodable, response_key
@@ -110,8 +110,9 @@ class Invalid:
     timestamp_ms: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class CommitPartition:
+class CommitPartition(NamedTuple):
+    """One partition of an OffsetCommit (a named tuple: a commit carries many)."""
+
     partition_index: int
     committed_offset: int
     committed_leader_epoch: int  # -1: none (and below v6)
@@ -471,6 +472,19 @@ def _parse_leave(reply: Reply, timestamp: int, client_host: str, body: dict[str,
     return LeaveGroup(reply, timestamp, group_id, entries)
 
 
+def _commit_partition(part: Any, v: int, at: str) -> CommitPartition:
+    """One partition of an OffsetCommit, every field validated (the slow path, which names what is wrong)."""
+    part = _object(part, at)
+    return CommitPartition(
+        partition_index=_int32(_required(part, "partition_index", at), f"{at}.partition_index"),
+        committed_offset=_int64(_required(part, "committed_offset", at), f"{at}.committed_offset"),
+        committed_leader_epoch=(_int32(part.get("committed_leader_epoch", -1), f"{at}.committed_leader_epoch")
+                                if v >= 6 else -1),
+        commit_timestamp_ms=_int64(part.get("commit_timestamp", -1), f"{at}.commit_timestamp") if v == 1 else -1,
+        committed_metadata=_nullable_string(part.get("committed_metadata"), f"{at}.committed_metadata"),
+    )
+
+
 def _parse_offset_commit(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> OffsetCommit:
     v = reply.version
     topics = []
@@ -478,18 +492,19 @@ def _parse_offset_commit(reply: Reply, timestamp: int, client_host: str, body: d
         where = f"body.topics[{i}]"
         topic = _object(item, where)
         partitions = []
-        for j, entry in enumerate(_list(_required(topic, "partitions", where), f"{where}.partitions")):
-            at = f"{where}.partitions[{j}]"
-            part = _object(entry, at)
-            partitions.append(CommitPartition(
-                partition_index=_int32(_required(part, "partition_index", at), f"{at}.partition_index"),
-                committed_offset=_int64(_required(part, "committed_offset", at), f"{at}.committed_offset"),
-                committed_leader_epoch=(_int32(part.get("committed_leader_epoch", -1), f"{at}.committed_leader_epoch")
-                                        if v >= 6 else -1),
-                commit_timestamp_ms=(_int64(part.get("commit_timestamp", -1), f"{at}.commit_timestamp")
-                                     if v == 1 else -1),
-                committed_metadata=_nullable_string(part.get("committed_metadata"), f"{at}.committed_metadata"),
-            ))
+        for j, part in enumerate(_list(_required(topic, "partitions", where), f"{where}.partitions")):
+            # The hot path: well-formed partitions of v2+ pass these checks without calling the validators.
+            if type(part) is dict and v >= 2:
+                index, offset = part.get("partition_index"), part.get("committed_offset")
+                epoch = part.get("committed_leader_epoch", -1) if v >= 6 else -1
+                metadata = part.get("committed_metadata")
+                if (type(index) is int and INT32_MIN <= index <= INT32_MAX
+                        and type(offset) is int and INT64_MIN <= offset <= INT64_MAX
+                        and type(epoch) is int and INT32_MIN <= epoch <= INT32_MAX
+                        and (metadata is None or (type(metadata) is str and metadata.isascii()))):
+                    partitions.append(CommitPartition(index, offset, epoch, -1, metadata))
+                    continue
+            partitions.append(_commit_partition(part, v, f"{where}.partitions[{j}]"))
         topics.append(CommitTopic(_string(_required(topic, "name", where), f"{where}.name"), tuple(partitions)))
     return OffsetCommit(
         reply, timestamp,

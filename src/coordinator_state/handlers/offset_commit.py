@@ -18,6 +18,9 @@ from ..requests import OffsetCommit
 from ..responses import Response, envelope
 
 PartitionResults = Sequence[tuple[str, Sequence[tuple[int, Error]]]]
+# An enum member's value and name, looked up once: a commit answers every partition.
+_CODES = {e: int(e) for e in Error}
+_NAMES = {e: e.name for e in Error}
 
 
 def commit_body(version: int, error: Error, topics: PartitionResults) -> dict[str, Any]:
@@ -26,7 +29,7 @@ def commit_body(version: int, error: Error, topics: PartitionResults) -> dict[st
     if version >= 3:
         body["throttle_time_ms"] = 0
     body["topics"] = [
-        {"name": name, "partitions": [{"partition_index": p, "error_code": int(e), "error": e.name}
+        {"name": name, "partitions": [{"partition_index": p, "error_code": _CODES[e], "error": _NAMES[e]}
                                       for p, e in partitions]}
         for name, partitions in topics
     ]
@@ -45,10 +48,14 @@ def absent_group(req: OffsetCommit, t: int) -> Response | None:
     return None if error is None else refused(req, t, error)
 
 
+_NONE = Error.NONE
+_TOO_LARGE = Error.OFFSET_METADATA_TOO_LARGE
+
+
 def handle_offset_commit(group: Group, req: OffsetCommit, t: int) -> None:
     error = commit_error(group.state, group.generation_id, req.generation_id, req.member_id,
                          req.group_instance_id, group.validate_member)
-    if error is not Error.NONE:
+    if error is not _NONE:
         group.out.append(refused(req, t, error))
         return
     if commit_keeps_session(group.state):
@@ -59,11 +66,11 @@ def handle_offset_commit(group: Group, req: OffsetCommit, t: int) -> None:
         answers = []
         for p in topic.partitions:
             if metadata_too_large(p.committed_metadata, max_length):
-                answers.append((p.partition_index, Error.OFFSET_METADATA_TOO_LARGE))
+                answers.append((p.partition_index, _TOO_LARGE))
                 continue
             group.commit_offset(topic.name, p.partition_index, committed_value(
                 p.committed_offset, p.committed_leader_epoch, p.committed_metadata, p.commit_timestamp_ms, t,
                 req.retention_time_ms))
-            answers.append((p.partition_index, Error.NONE))
+            answers.append((p.partition_index, _NONE))
         results.append((topic.name, answers))
-    group.answer(req.reply, t, commit_body(req.reply.version, Error.NONE, results))
+    group.answer(req.reply, t, commit_body(req.reply.version, _NONE, results))
