@@ -100,7 +100,7 @@ def decode_group(raw: bytes, config: EngineConfig) -> Group:
         member = Member(
             m["id"], m["instance"], m["client_id"], m["client_host"], m["session"], m["rebalance"],
             m["protocol_type"], tuple(Protocol(name, meta) for name, meta in m["protocols"]), m["assignment"],
-            _reply_from_json(m["join_waiter"]), _reply_from_json(m["sync_waiter"]), m["is_new"],
+            _reply_from_json(m["join_waiter"]), _reply_from_json(m["sync_waiter"]), m["is_new"], group.take_rank(),
         )
         group.members[member.member_id] = member
         if member.group_instance_id is not None:
@@ -108,8 +108,8 @@ def decode_group(raw: bytes, config: EngineConfig) -> Group:
         if member.join_waiter is not None:
             group.awaiting_join += 1
         group.count_protocols(member, +1)
-    group.pending_members = dict.fromkeys(data["pending_members"])
-    group.pending_sync = dict.fromkeys(data["pending_sync"])
+    group.pending_members = {member_id: group.take_rank() for member_id in data["pending_members"]}
+    group.pending_sync = {member_id: group.take_rank() for member_id in data["pending_sync"]}
     group.new_member_added = data["new_member_added"]
     group.timers = Timers.from_json(data["timers"])
     group.clock = data["clock"]

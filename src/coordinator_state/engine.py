@@ -90,14 +90,16 @@ def handle_in_group(
         responses.append(_error_response(req, now, error))
         return group, responses
     assert group is not None
+    group.begin()
     try:
         apply_request(group, req, now)
     except Exception:  # the one boundary where an engine bug becomes an answer, never a crash
-        log.exception("engine error on %s for group %r", req.reply.api, req.group_id)
-        group.drain()
-        group.drain_offset_changes()
+        log.exception("engine error on %s for group %r; the group is left as it was", req.reply.api,
+                      req.group_id)
+        group.undo()
         responses.append(_error_response(req, now, Error.UNKNOWN_SERVER_ERROR))
         return group, responses
+    group.commit()
     responses += group.drain()
     offset_changes += group.drain_offset_changes()
     return (None if group.removed else group), responses

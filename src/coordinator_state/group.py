@@ -14,9 +14,9 @@ date instead, so no request costs time proportional to the group's size.
 
 Committed offsets (docs/OFFSETS_AND_LISTING.md) live here too: they are not in the snapshot, so a commit
 or an expiry is no change there, and every change to them is recorded in `offset_changes` for the
-offsets topic. One `offsets` timer sits at the next expiry deadline under the group's current expiry
-condition; whatever can move that deadline (a commit, a transition, new subscriptions) marks it for
-rescheduling at the end of the event.
+offsets topic (and in the undo journal, like every other change). One `offsets` timer sits at the next
+expiry deadline under the group's current expiry condition; whatever can move that deadline (a commit,
+a transition, new subscriptions) marks it for rescheduling at the end of the event.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any
 
 from .config import EngineConfig
 from .errors import Error
+from .journal import CLEARED, MISSING, Journal
 from .model import VALID_PREVIOUS_STATES, GroupState, IllegalTransition, Member
 from .offsets import (
     CONSUMER_PROTOCOL_TYPE,
@@ -67,8 +68,9 @@ class Group:
         self.leader: str | None = None
         self.members: dict[str, Member] = {}  # insertion order is join order (SEMANTICS.md 14.2)
         self.static_members: dict[str, str] = {}
-        self.pending_members: dict[str, None] = {}  # an ordered set
-        self.pending_sync: dict[str, None] = {}
+        # Ordered sets: id -> rank (the order they were added in, for the undo journal).
+        self.pending_members: dict[str, int] = {}
+        self.pending_sync: dict[str, int] = {}
         self.new_member_added = False
         self.timers = Timers()
         self.clock = created_ms
@@ -81,6 +83,8 @@ class Group:
         self.awaiting_join = 0
         self.protocol_counts: dict[str, int] = {}
         self._dirty = False
+        self.next_rank = 0  # the next member's or pending id's rank; not part of the state
+        self.journal: Journal | None = None  # while a request is applied (journal.py)
         # Offsets (docs/OFFSETS_AND_LISTING.md 1.1).
         self.offsets = OffsetStore()
         self.offset_changes: list[OffsetChange] = []
@@ -95,6 +99,70 @@ class Group:
         group.timers.schedule(TimerKind.RETENTION, "", t + config.empty_group_retention_ms)
         group.version = 1
         return group
+
+    # ------------------------------------------------------------------ the undo journal (journal.py)
+
+    def begin(self) -> None:
+        """Starts recording before-images: a request is about to be applied."""
+        self.journal = Journal((
+            self.state, self.previous_state, self.generation_id, self.protocol_type, self.protocol_name,
+            self.leader, self.members, self.new_member_added, self.clock, self.next_id_seq, self.version,
+            self.changed_at, self.removed, self.awaiting_join, self._dirty, self.next_rank, len(self.out),
+            dict(self.protocol_counts), self.timers.next_seq,
+            len(self.offset_changes), self.state_since_ms, self.subscribed_topics, self._expiry_moved,
+        ))
+        self.timers.journal = self.journal
+
+    def commit(self) -> None:
+        """The request is applied: its changes stay."""
+        self.journal = self.timers.journal = None
+
+    def undo(self) -> None:
+        """Puts the group back as it was at `begin`."""
+        journal = self.journal
+        assert journal is not None
+        self.commit()
+        journal.undo_entries()
+        for member, fields in reversed(journal.members):
+            member.restore(fields)
+        (self.state, self.previous_state, self.generation_id, self.protocol_type, self.protocol_name,
+         self.leader, self.members, self.new_member_added, self.clock, self.next_id_seq, self.version,
+         self.changed_at, self.removed, self.awaiting_join, self._dirty, self.next_rank, out_length,
+         self.protocol_counts, self.timers.next_seq,
+         changes_length, self.state_since_ms, self.subscribed_topics, self._expiry_moved) = journal.scalars
+        del self.out[out_length:]
+        del self.offset_changes[changes_length:]
+        self.timers.rebuild_heap()
+
+    def put(self, container: dict[Any, Any], key: Any, value: Any) -> None:
+        if self.journal is not None:
+            self.journal.entries.append((container, key, container.get(key, MISSING)))
+        container[key] = value
+
+    def pop(self, container: dict[Any, Any], key: Any) -> Any:
+        """Removes `key` if present; returns its value, or MISSING."""
+        value = container.pop(key, MISSING)
+        if value is not MISSING and self.journal is not None:
+            self.journal.entries.append((container, key, value))
+            if container is not self.static_members and container is not self.offsets.entries:
+                # an ordered one: sorted by rank again after an undo
+                self.journal.reorder[id(container)] = (container, _rank)
+        return value
+
+    def clear(self, container: dict[Any, Any]) -> None:
+        if container and self.journal is not None:
+            self.journal.entries.append((container, CLEARED, dict(container)))
+        container.clear()
+
+    def changing(self, member: Member) -> None:
+        """Records `member`'s fields before a request changes them."""
+        if self.journal is not None:
+            self.journal.members.append((member, member.mutable_fields()))
+
+    def take_rank(self) -> int:
+        rank = self.next_rank
+        self.next_rank += 1
+        return rank
 
     # ------------------------------------------------------------------ events
 
@@ -168,17 +236,17 @@ class Group:
             self.new_member_added = True
         member = Member(member_id, req.group_instance_id, req.reply.client_id, req.client_host,
                         req.session_timeout_ms, req.rebalance_timeout_ms, req.protocol_type, req.protocols,
-                        join_waiter=req.reply)
+                        join_waiter=req.reply, rank=self.take_rank())
         if not self.members:
             self.protocol_type = req.protocol_type
         if self.leader is None:
             self.leader = member_id
-        self.members[member_id] = member
+        self.put(self.members, member_id, member)
         self.awaiting_join += 1
         self.count_protocols(member, +1)
         if member.group_instance_id is not None:
-            self.static_members[member.group_instance_id] = member_id
-        self.pending_members.pop(member_id, None)
+            self.put(self.static_members, member.group_instance_id, member_id)
+        self.pop(self.pending_members, member_id)
         self.timers.cancel(TimerKind.RETENTION)
         self.timers.schedule(TimerKind.HEARTBEAT, member_id, t + NEW_MEMBER_JOIN_TIMEOUT_MS)
         self.touch()
@@ -186,6 +254,7 @@ class Group:
 
     def update_member(self, member: Member, req: JoinGroup, t: int) -> None:
         """UpdateMember (4.6): store the rejoin's protocols and timeouts; park its JoinGroup."""
+        self.changing(member)
         if member.protocols != req.protocols:
             self.count_protocols(member, -1)
             member.protocols = req.protocols
@@ -204,22 +273,24 @@ class Group:
 
     def remove(self, member_id: str) -> None:
         """Plain removal of a member or a pending id (4.9); the leader passes to the first member left."""
-        member = self.members.pop(member_id, None)
-        if member is not None:
+        member = self.pop(self.members, member_id)
+        if member is not MISSING:
             self.count_protocols(member, -1)
             if member.join_waiter is not None:
                 self.awaiting_join -= 1
             if member.group_instance_id is not None:
-                self.static_members.pop(member.group_instance_id, None)
+                self.pop(self.static_members, member.group_instance_id)
             self.touch()
-        if self.pending_members.pop(member_id, 0) is None:
+        if self.pop(self.pending_members, member_id) is not MISSING:
             self.touch()
-        self.pending_sync.pop(member_id, None)
+        self.pop(self.pending_sync, member_id)
         if self.leader == member_id:
             self.leader = next(iter(self.members), None)
 
     def count_protocols(self, member: Member, delta: int) -> None:
-        """Adds (+1) or takes away (-1) `member`'s protocols from the per-protocol member counts."""
+        """Adds (+1) or takes away (-1) `member`'s protocols from the per-protocol member counts.
+
+        Not journaled entry by entry: `begin` copies this small dict (one entry per protocol name)."""
         counts = self.protocol_counts
         for name in {p.name for p in member.protocols}:
             left = counts.get(name, 0) + delta
@@ -237,7 +308,7 @@ class Group:
 
     def synced(self, member_id: str) -> None:
         """`member_id` sent its SyncGroup: the pending-sync timer stops when nobody is left to sync."""
-        if self.pending_sync.pop(member_id, 0) is None and not self.pending_sync:
+        if self.pop(self.pending_sync, member_id) is not MISSING and not self.pending_sync:
             self.timers.cancel(TimerKind.SYNC)
 
     def schedule_session(self, member: Member, t: int) -> None:
@@ -266,6 +337,7 @@ class Group:
         """PrepareRebalance (4.7)."""
         if self.state is COMPLETING:
             for member in self.members.values():
+                self.changing(member)
                 if member.assignment:
                     member.assignment = ""
                     self.touch()
@@ -273,7 +345,7 @@ class Group:
                     self.answer_sync(member.sync_waiter, t, Error.REBALANCE_IN_PROGRESS)
                     member.sync_waiter = None
                     self.schedule_session(member, t)
-        self.pending_sync.clear()
+        self.clear(self.pending_sync)
         self.timers.cancel(TimerKind.SYNC)
         initial = self.state is EMPTY
         if initial:
@@ -308,7 +380,7 @@ class Group:
             self.timers.schedule(TimerKind.JOIN, "", t + self.group_rebalance_timeout())
             return
         self.generation_id += 1
-        self.pending_sync.clear()
+        self.clear(self.pending_sync)
         self.touch()
         if not self.members:
             self.protocol_name = None
@@ -321,6 +393,7 @@ class Group:
         self.transition_to(COMPLETING)
         leader = self.leader or ""
         for member in self.members.values():
+            self.changing(member)
             if member.join_waiter is not None:
                 members = self.member_list() if member.member_id == leader else []
                 self.answer_join(member.join_waiter, t, Error.NONE, member_id=member.member_id,
@@ -329,7 +402,7 @@ class Group:
                 member.join_waiter = None
             self.schedule_session(member, t)
             member.is_new = False
-            self.pending_sync[member.member_id] = None
+            self.put(self.pending_sync, member.member_id, member.rank)
         self.awaiting_join = 0
         self.timers.schedule(TimerKind.SYNC, "", t + self.group_rebalance_timeout(), (self.generation_id,))
 
@@ -376,7 +449,7 @@ class Group:
 
     def commit_offset(self, topic: str, partition: int, value: CommittedOffset) -> None:
         """Stores one committed offset and records the change for the offsets topic."""
-        self.offsets.put(topic, partition, value)
+        self.put(self.offsets.entries, (topic, partition), value)
         self.offset_changes.append(OffsetChange(self.group_id, topic, partition, value))
         self._expiry_moved = True
 
@@ -398,7 +471,8 @@ class Group:
 
     def _expire_offsets(self, t: int) -> None:
         """OffsetExpiry (9.3): drop what expired by `t`; an Empty group whose last offset went is removed."""
-        for topic, partition in self.offsets.expire(self.expiry_condition(), t):
+        for topic, partition in self.offsets.expired(self.expiry_condition(), t):
+            self.pop(self.offsets.entries, (topic, partition))
             self.offset_changes.append(OffsetChange(self.group_id, topic, partition, None))
         self._expiry_moved = True
         if self.state is EMPTY and not self.offsets:
@@ -486,3 +560,9 @@ class Group:
             "timestamp_ms": self.changed_at,
             "version": self.version,
         }
+
+
+def _rank(item: tuple[str, Any]) -> int:
+    """The order of an entry of an ordered dict of the group: a member's rank, or a pending id's."""
+    value = item[1]
+    return value if isinstance(value, int) else int(value.rank)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from .requests import Protocol, Reply
 
@@ -83,6 +84,16 @@ class Member:
     join_waiter: Reply | None = None
     sync_waiter: Reply | None = None
     is_new: bool = True
+    rank: int = 0  # join order, for restoring it after an undo (journal.py); not part of the state
+
+    def mutable_fields(self) -> tuple[Any, ...]:
+        """The fields a request may change: a member's before-image in the undo journal."""
+        return (self.protocols, self.session_timeout_ms, self.rebalance_timeout_ms, self.assignment,
+                self.join_waiter, self.sync_waiter, self.is_new)
+
+    def restore(self, fields: tuple[Any, ...]) -> None:
+        (self.protocols, self.session_timeout_ms, self.rebalance_timeout_ms, self.assignment,
+         self.join_waiter, self.sync_waiter, self.is_new) = fields
 
     def metadata_for(self, protocol_name: str | None) -> str | None:
         for protocol in self.protocols:

@@ -144,69 +144,46 @@ def expiry_condition(
 
 
 class OffsetStore:
-    """topic -> partition -> committed offset. Iteration is sorted, so every listing is deterministic."""
+    """(topic, partition) -> committed offset. Listings are sorted, so every answer is deterministic.
 
-    __slots__ = ("_by_topic", "_count")
+    Its owner changes `entries` directly (the group records each change in its undo journal, as it
+    does for its other dicts); the store answers the questions about them.
+    """
+
+    __slots__ = ("entries",)
 
     def __init__(self) -> None:
-        self._by_topic: dict[str, dict[int, CommittedOffset]] = {}
-        self._count = 0
+        self.entries: dict[TopicPartition, CommittedOffset] = {}
 
     def __len__(self) -> int:
-        return self._count
+        return len(self.entries)
 
     def __bool__(self) -> bool:
-        return self._count > 0
+        return bool(self.entries)
 
     def get(self, topic: str, partition: int) -> CommittedOffset | None:
-        partitions = self._by_topic.get(topic)
-        return None if partitions is None else partitions.get(partition)
-
-    def put(self, topic: str, partition: int, value: CommittedOffset) -> None:
-        partitions = self._by_topic.setdefault(topic, {})
-        if partition not in partitions:
-            self._count += 1
-        partitions[partition] = value
-
-    def remove(self, topic: str, partition: int) -> bool:
-        partitions = self._by_topic.get(topic)
-        if partitions is None or partitions.pop(partition, None) is None:
-            return False
-        self._count -= 1
-        if not partitions:
-            del self._by_topic[topic]
-        return True
+        return self.entries.get((topic, partition))
 
     def items(self) -> Iterator[tuple[str, int, CommittedOffset]]:
         """Every committed offset, by topic then partition."""
-        for topic in sorted(self._by_topic):
-            partitions = self._by_topic[topic]
-            for partition in sorted(partitions):
-                yield topic, partition, partitions[partition]
+        entries = self.entries
+        for topic, partition in sorted(entries):
+            yield topic, partition, entries[(topic, partition)]
 
     def next_deadline(self, condition: ExpiryCondition | None) -> int | None:
         """The earliest time any offset expires under `condition`; None if none ever does."""
         if condition is None:
             return None
-        earliest: int | None = None
-        for topic, partitions in self._by_topic.items():
-            if topic in condition.kept_topics:
-                continue
-            for value in partitions.values():
-                deadline = condition.deadline(topic, value)
-                if deadline is not None and (earliest is None or deadline < earliest):
-                    earliest = deadline
-        return earliest
+        deadlines = [d for (topic, _), value in self.entries.items()
+                     if (d := condition.deadline(topic, value)) is not None]
+        return min(deadlines, default=None)
 
-    def expire(self, condition: ExpiryCondition | None, now: int) -> list[TopicPartition]:
-        """Removes and returns (sorted) every offset expired at `now` (Kafka's cleanupExpiredOffsets)."""
+    def expired(self, condition: ExpiryCondition | None, now: int) -> list[TopicPartition]:
+        """Every offset expired at `now`, sorted (Kafka's cleanupExpiredOffsets); the owner removes them."""
         if condition is None:
             return []
-        expired = [(topic, partition) for topic, partition, value in self.items()
-                   if (deadline := condition.deadline(topic, value)) is not None and now >= deadline]
-        for topic, partition in expired:
-            self.remove(topic, partition)
-        return expired
+        return sorted((topic, partition) for (topic, partition), value in self.entries.items()
+                      if (deadline := condition.deadline(topic, value)) is not None and now >= deadline)
 
     def to_json(self) -> list[Any]:
         return [[topic, partition, value.to_json()] for topic, partition, value in self.items()]
@@ -215,7 +192,7 @@ class OffsetStore:
     def from_json(cls, data: list[Any]) -> OffsetStore:
         store = cls()
         for topic, partition, value in data:
-            store.put(str(topic), int(partition), CommittedOffset.from_json(value))
+            store.entries[(str(topic), int(partition))] = CommittedOffset.from_json(value)
         return store
 
 

@@ -42,29 +42,31 @@ class Env:
 
     def join(self, client: str, member_id: str = "", instance: str | None = None, version: int = 9,
              protocols: list[tuple[str, str]] | None = None, session: int = 10000, rebalance: int = 30000,
-             protocol_type: str = "consumer") -> tuple[str, int]:
+             protocol_type: str = "consumer", reply_to: str | None = None) -> tuple[str, int]:
         offered = protocols or [("range", f"{client}-range")]
         body: dict[str, Any] = {"session_timeout_ms": session, "rebalance_timeout_ms": rebalance,
                                 "member_id": member_id, "group_instance_id": instance,
                                 "protocol_type": protocol_type,
                                 "protocols": [{"name": n, "metadata": b64(m)} for n, m in offered]}
-        return self.send("JoinGroup", client, body, version)
+        return self.send("JoinGroup", client, body, version, reply_to)
 
     def sync(self, client: str, member_id: str, generation: int, instance: str | None = None,
-             assignments: dict[str, str] | None = None, version: int = 5) -> tuple[str, int]:
+             assignments: dict[str, str] | None = None, version: int = 5,
+             reply_to: str | None = None) -> tuple[str, int]:
         body = {"generation_id": generation, "member_id": member_id, "group_instance_id": instance,
                 "protocol_type": "consumer", "protocol_name": "range",
                 "assignments": [{"member_id": m, "assignment": b64(a)} for m, a in (assignments or {}).items()]}
-        return self.send("SyncGroup", client, body, version)
+        return self.send("SyncGroup", client, body, version, reply_to)
 
     def heartbeat(self, client: str, member_id: str, generation: int, instance: str | None = None,
-                  version: int = 4) -> tuple[str, int]:
+                  version: int = 4, reply_to: str | None = None) -> tuple[str, int]:
         body = {"generation_id": generation, "member_id": member_id, "group_instance_id": instance}
-        return self.send("Heartbeat", client, body, version)
+        return self.send("Heartbeat", client, body, version, reply_to)
 
-    def leave(self, client: str, members: list[tuple[str, str | None]], version: int = 5) -> tuple[str, int]:
+    def leave(self, client: str, members: list[tuple[str, str | None]], version: int = 5,
+              reply_to: str | None = None) -> tuple[str, int]:
         body = {"members": [{"member_id": m, "group_instance_id": i, "reason": None} for m, i in members]}
-        return self.send("LeaveGroup", client, body, version)
+        return self.send("LeaveGroup", client, body, version, reply_to)
 
     def sleep(self, ms: int) -> None:
         self.now += ms

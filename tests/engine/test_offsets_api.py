@@ -206,3 +206,28 @@ def test_traffic_without_offset_apis_writes_no_offsets() -> None:
         for number, line in enumerate((case / "traffic.jsonl").read_bytes().splitlines(), start=1):
             assert driver.feed(line, f"file:{number}").offset_changes == []
         assert driver.finish().offsets == {}
+
+
+def test_a_commit_whose_handler_fails_stores_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The error boundary is atomic for offsets too: stored offsets, their changes and the expiry timer go back."""
+    from coordinator_state.handlers import HANDLERS
+
+    handler = HANDLERS[Api.OFFSET_COMMIT]
+
+    def fails_after(group: Any, request: Any, t: int) -> None:
+        handler(group, request, t)
+        if request.reply.reply_to == "faulty":
+            raise RuntimeError("injected after the commit was stored")
+
+    monkeypatch.setitem(HANDLERS, Api.OFFSET_COMMIT, fails_after)
+    coordinator = LocalCoordinator({"offsets.retention.minutes": 1})
+    coordinator.handle(commit(T, {0: 5}))
+    group = coordinator.groups["g"]
+    before = encode_group(group)
+    assert coordinator.drain_offset_changes() != []
+    faulty = {**commit(T + 10, {0: 6, 1: 7}, correlation_id=2, version=3, retention=5), "reply_to": "faulty"}
+    [answer] = coordinator.handle(faulty)
+    assert answer["body"]["error"] == "UNKNOWN_SERVER_ERROR"
+    assert encode_group(group) == before and coordinator.drain_offset_changes() == []
+    coordinator.handle(commit(T + 20, {0: 6}, correlation_id=3))  # not faulted: it does change the group
+    assert encode_group(group) != before

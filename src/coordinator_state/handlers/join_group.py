@@ -55,7 +55,7 @@ def _join_new_member(group: Group, req: JoinGroup, t: int) -> None:
     elif instance is not None or req.reply.version <= 3:
         group.add_member(new_id, req, t)
     else:  # KIP-394: a dynamic member must rejoin with the id it is given
-        group.pending_members[new_id] = None
+        group.put(group.pending_members, new_id, group.take_rank())
         group.touch()
         group.timers.schedule(TimerKind.HEARTBEAT, new_id, t + req.session_timeout_ms)
         group.answer_join(req.reply, t, Error.MEMBER_ID_REQUIRED, member_id=new_id)
@@ -142,10 +142,11 @@ def _replace_static_member(group: Group, req: JoinGroup, new_id: str, t: int) ->
     if old.sync_waiter is not None:
         group.answer_sync(old.sync_waiter, t, Error.FENCED_INSTANCE_ID)
     new = Member(new_id, instance, old.client_id, old.client_host, old.session_timeout_ms,
-                 old.rebalance_timeout_ms, old.protocol_type, old.protocols, old.assignment, is_new=False)
+                 old.rebalance_timeout_ms, old.protocol_type, old.protocols, old.assignment, is_new=False,
+                 rank=old.rank)
     group.members = {(new_id if key == old_id else key): (new if key == old_id else value)
                      for key, value in group.members.items()}
-    group.static_members[instance] = new_id
+    group.put(group.static_members, instance, new_id)
     if group.leader == old_id:
         group.leader = new_id
     group.timers.cancel(TimerKind.HEARTBEAT, old_id)

@@ -12,6 +12,7 @@ from ..requests import SyncGroup
 
 def _park_until_assignment(group: Group, member: Member, req: SyncGroup, t: int) -> None:
     """CompletingRebalance (6.2): park; the leader's assignment completes everyone's."""
+    group.changing(member)
     if member.sync_waiter is not None:  # SEMANTICS.md 14.4
         group.answer_sync(member.sync_waiter, t, Error.REBALANCE_IN_PROGRESS)
     member.sync_waiter = req.reply
@@ -20,6 +21,7 @@ def _park_until_assignment(group: Group, member: Member, req: SyncGroup, t: int)
         return
     assignments = dict(req.assignments)
     for each in group.members.values():
+        group.changing(each)
         assignment = assignments.get(each.member_id, "")
         if each.assignment != assignment:
             each.assignment = assignment

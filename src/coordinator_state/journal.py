@@ -1,0 +1,48 @@
+"""An undo journal: what one request changes in its group, so that a handler that raises changes nothing.
+
+Theory of operation (Kafka's coordinator does the same with its timeline data structures). While a
+request is applied, the group has a `Journal`: the group's scalar fields are copied when it starts, and
+every change to a container or a member records its before-image as it happens (`Group.put`, `Group.pop`,
+`Group.clear`, `Group.changing`; the timers record their own). Committing drops the journal; undoing
+replays the before-images backwards. Both cost O(what the request changed), so a request does no work
+proportional to its group's size and keeps nothing alive after it (no garbage-collector pressure).
+
+Dicts whose order is part of the group (members: join order; pending ids; members expected to sync) give
+every entry a rank that only grows; a key removed and put back by an undo goes to the end, so those
+dicts are sorted by rank again after an undo. Undoing is rare: it is allowed to cost O(n log n).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+MISSING: Any = object()  # "the key was absent": the before-image of a key a request added
+CLEARED: Any = object()  # "the whole dict was cleared": its before-image is a copy
+
+
+class Journal:
+    """The before-images of one request's changes, newest last."""
+
+    __slots__ = ("entries", "members", "reorder", "scalars")
+
+    def __init__(self, scalars: tuple[Any, ...]) -> None:
+        self.scalars = scalars
+        self.entries: list[tuple[dict[Any, Any], Any, Any]] = []  # (dict, key or CLEARED, old value or copy)
+        self.members: list[tuple[Any, tuple[Any, ...]]] = []  # (member, its mutable fields before)
+        self.reorder: dict[int, tuple[dict[Any, Any], Callable[[Any], Any]]] = {}
+
+    def undo_entries(self) -> None:
+        """Puts every recorded dict back, newest change first, then restores each dict's order."""
+        for container, key, old in reversed(self.entries):
+            if key is CLEARED:
+                container.clear()
+                container.update(old)
+            elif old is MISSING:
+                container.pop(key, None)
+            else:
+                container[key] = old
+        for container, rank in self.reorder.values():
+            items = sorted(container.items(), key=rank)
+            container.clear()
+            container.update(items)
