@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 
 _TANSU_ENV_VAR = "CALF_TANSU_BIN"
 
+# kafka-python is untyped: its base error, as what it is for the type checker.
+BROKER_ERROR: type[Exception] = KafkaError
+
 
 class TopicSpec(NamedTuple):
     """A topic to create: name, partition count and whether it is log-compacted."""
@@ -96,11 +99,11 @@ def _metadata_error(bootstrap_servers: str, timeout_s: float) -> Exception | Non
             client_id="coordinator-broker-probe",
             enable_auto_commit=False,
         )
-    except KafkaError as exc:
+    except BROKER_ERROR as exc:
         return exc
     try:
         consumer.topics()
-    except KafkaError as exc:
+    except BROKER_ERROR as exc:
         return exc
     finally:
         consumer.close()

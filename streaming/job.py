@@ -25,7 +25,8 @@ import pandas as pd
 from pyspark import Accumulator
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+from pyspark.sql.streaming.state import GroupState as SparkGroupState
+from pyspark.sql.streaming.state import GroupStateTimeout
 
 from coordinator_state import (
     EngineConfig,
@@ -62,7 +63,7 @@ def make_parser(max_clock_skew_ms: int | None, source: str) -> Parser:
 
     def parse(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for pdf in batches:
-            rows = []
+            rows: list[tuple[Any, ...]] = []
             for raw, partition, offset, record_ts in zip(pdf["value"], pdf["partition"], pdf["offset"],
                                                          pdf["record_ts"], strict=True):
                 ts = None if pd.isna(record_ts) else int(record_ts)
@@ -95,7 +96,7 @@ def make_group_step(settings: Mapping[str, Any], live: bool,
     dead_letters_topic = settings["coordinator.dead.letters.topic"]
     offsets_topic = settings["coordinator.offsets.topic"]
 
-    def step(key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
+    def step(key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: SparkGroupState) -> Iterator[pd.DataFrame]:
         invalid, group_id = bool(key[0]), str(key[1])
         frames = [pdf for pdf in batches if len(pdf)]
         rows = pd.concat(frames).sort_values(["partition", "offset"]) if frames else None

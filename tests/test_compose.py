@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from streaming.runner import topic_specs
+from streaming.live_job import topic_specs
 from streaming.settings import DEFAULTS, env_name, load_settings
 
 COMPOSE = Path(__file__).resolve().parents[1] / "docker-compose.yml"

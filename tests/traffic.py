@@ -14,8 +14,8 @@ import json
 import tempfile
 from pathlib import Path
 
-from coordinator_state import to_json
-from group_client.chaos import run_chaos
+from chaos_harness import run_chaos
+from coordinator_state import Api, request_envelope, to_json
 
 HOSTILE = [
     b"not json at all",
@@ -64,11 +64,11 @@ def build_traffic(size: str = "full") -> list[bytes]:
 
 def silent_group(t: int) -> list[dict]:
     """One static member of group "quiet" that joins (v4, no MEMBER_ID_REQUIRED for static) and goes silent."""
-    join = {"api": "JoinGroup", "version": 5, "correlation_id": 1, "client_id": "quiet", "reply_to": "quiet-1",
-            "timestamp_ms": t, "body": {"group_id": "quiet", "session_timeout_ms": 6000, "rebalance_timeout_ms": 6000,
-                                        "member_id": "", "group_instance_id": "quiet-0", "protocol_type": "consumer",
-                                        "protocols": [{"name": "range", "metadata": ""}]}}
-    return [join]
+    body = {"group_id": "quiet", "session_timeout_ms": 6000, "rebalance_timeout_ms": 6000, "member_id": "",
+            "group_instance_id": "quiet-0", "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": ""}]}
+    return [request_envelope(Api.JOIN_GROUP, body, version=5, correlation_id=1, client_id="quiet", reply_to="quiet-1",
+                             timestamp_ms=t)]
 
 
 def offsets_and_listing(t: int) -> list[dict]:

@@ -1,11 +1,10 @@
-"""A Kafka consumer-group client (classic protocol, KIP-345 static membership), sans I/O, and a chaos harness.
+"""A Kafka consumer-group client (the classic protocol, KIP-345 static membership), sans I/O.
 
 `GroupMember` is one consumer process: drive it with `poll(now_ms)` / `on_response(envelope)` over any
-`Transport` (`run_member` is the real-time loop). `SimTransport` runs it against the engine in memory on
-a simulated clock, `kafka_transport.KafkaTransport` over the coordinator's topics; `chaos.run_chaos`
-injects faults into a group of members and reports what the coordinator made of it, and
-`spark_chaos.run_chaos_spark` does the same in real time against the streaming job (`live.LiveEngine`).
-`demo.Demo` keeps a group of static members under rolling bounces for `coordinator run --demo`.
+`Transport` (`realtime.run_member` is the real-time loop); `kafka_transport.KafkaTransport` carries the
+envelopes over the coordinator's topics. The leader assigns with the `assignors` and the consumer
+protocol's encodings (`consumer_protocol`). The package needs kafka-python and the engine's wire
+vocabulary only: the chaos harness (`chaos_harness`) is built on it, never the other way round.
 """
 
 from .assignors import ASSIGNORS, MemberSubscription, range_assign, round_robin_assign
@@ -19,19 +18,17 @@ from .consumer_protocol import (
     encode_subscription,
 )
 from .member import GroupMember, MemberConfig, MemberState, new_reply_to
-from .runner import run_member
-from .transport import SIM_START_MS, SimTransport, Transport
+from .realtime import run_member, wall_clock_ms
+from .transport import Transport
 
 __all__ = [
     "ASSIGNORS",
-    "SIM_START_MS",
     "Assignment",
     "GroupMember",
     "MemberConfig",
     "MemberState",
     "MemberSubscription",
     "ProtocolError",
-    "SimTransport",
     "Subscription",
     "Transport",
     "decode_assignment",
@@ -42,4 +39,5 @@ __all__ = [
     "range_assign",
     "round_robin_assign",
     "run_member",
+    "wall_clock_ms",
 ]

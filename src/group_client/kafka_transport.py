@@ -13,8 +13,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # type: ignore[import-untyped]
-from kafka.partitioner.default import murmur2  # type: ignore[import-untyped]
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.partitioner.default import murmur2
 
 REQUEST_TOPIC = "coordinator.requests"
 RESPONSE_TOPIC = "coordinator.responses"

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from coordinator_state import Api, request_envelope
+
 from .assignors import ASSIGNORS, MemberSubscription
 from .consumer_protocol import (
     PROTOCOL_TYPE,
@@ -38,7 +40,8 @@ from .consumer_protocol import (
     to_base64,
 )
 
-API_VERSIONS = {"JoinGroup": 9, "SyncGroup": 5, "Heartbeat": 4, "LeaveGroup": 5}
+# The versions this client speaks (Kafka 3.x consumers' latest for the classic protocol).
+API_VERSIONS = {Api.JOIN_GROUP: 9, Api.SYNC_GROUP: 5, Api.HEARTBEAT: 4, Api.LEAVE_GROUP: 5}
 NO_GENERATION = -1
 # Kafka's JOIN_GROUP_TIMEOUT_LAPSE: a JoinGroup may be parked for the whole rebalance timeout.
 JOIN_TIMEOUT_LAPSE_MS = 5000
@@ -387,7 +390,7 @@ class GroupMember:
 
     # ------------------------------------------------------------------ requests
 
-    def _envelope(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _envelope(self, api: Api, body: dict[str, Any]) -> dict[str, Any]:
         correlation_id = self._correlation_id
         self._correlation_id = (self._correlation_id + 1) % (INT32_MAX + 1)
         timeout = self.config.request_timeout_ms
@@ -396,20 +399,14 @@ class GroupMember:
         self._in_flight[correlation_id] = _InFlight(api, self._now + timeout, self.generation_id,
                                                     self.member_id)
         self.stats.sent[api] = self.stats.sent.get(api, 0) + 1
-        return {
-            "api": api,
-            "version": API_VERSIONS[api],
-            "correlation_id": correlation_id,
-            "client_id": self.config.client_id,
-            "client_host": self.config.client_host,
-            "reply_to": self.reply_to,
-            "timestamp_ms": self._now,
-            "body": {"group_id": self.config.group_id, **body},
-        }
+        return request_envelope(api, {"group_id": self.config.group_id, **body}, version=API_VERSIONS[api],
+                                correlation_id=correlation_id, client_id=self.config.client_id,
+                                client_host=self.config.client_host, reply_to=self.reply_to,
+                                timestamp_ms=self._now)
 
     def _join_request(self) -> dict[str, Any]:
         metadata = to_base64(encode_subscription(Subscription(self.config.topics)))
-        return self._envelope("JoinGroup", {
+        return self._envelope(Api.JOIN_GROUP, {
             "session_timeout_ms": self.config.session_timeout_ms,
             "rebalance_timeout_ms": self.config.rebalance_timeout_ms,
             "member_id": self.member_id,
@@ -420,7 +417,7 @@ class GroupMember:
         })
 
     def _sync_request(self, assignments: list[dict[str, str]]) -> dict[str, Any]:
-        return self._envelope("SyncGroup", {
+        return self._envelope(Api.SYNC_GROUP, {
             "generation_id": self.generation_id,
             "member_id": self.member_id,
             "group_instance_id": self.config.group_instance_id,
@@ -430,14 +427,14 @@ class GroupMember:
         })
 
     def _heartbeat_request(self) -> dict[str, Any]:
-        return self._envelope("Heartbeat", {
+        return self._envelope(Api.HEARTBEAT, {
             "generation_id": self.generation_id,
             "member_id": self.member_id,
             "group_instance_id": self.config.group_instance_id,
         })
 
     def _leave_request(self) -> dict[str, Any]:
-        return self._envelope("LeaveGroup", {"members": [{
+        return self._envelope(Api.LEAVE_GROUP, {"members": [{
             "member_id": self.member_id,
             "group_instance_id": self.config.group_instance_id,
             "reason": "the consumer is being closed",

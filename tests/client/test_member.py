@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from coordinator_state import SIMULATION_EPOCH_MS
 from group_client.consumer_protocol import (
     Assignment,
     Subscription,
@@ -18,7 +19,7 @@ from group_client.consumer_protocol import (
 )
 from group_client.member import GroupMember, MemberConfig, MemberState
 
-T0 = 1_700_000_000_000
+T0 = SIMULATION_EPOCH_MS
 SESSION, HEARTBEAT, REBALANCE, BACKOFF = 10000, 3000, 30000, 100
 
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from coordinator_cli import main
 from coordinator_state import to_json
-from streaming.cli import main
 from streaming.diff import UnreadableFile, diff_files, field_differences
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from coordinator_cli import main
 from streaming.broker import create_topics
-from streaming.cli import main
 from tests.replay.builder import produce, stable_group_traffic
 
 pytestmark = pytest.mark.kafka

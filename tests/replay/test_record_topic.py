@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from coordinator_cli import main
 from streaming.broker import create_topics, free_loopback_port
-from streaming.cli import main
 from streaming.record import Fetched, PartitionMerge, TopicRecorder, record_line
 from tests.replay.builder import TrafficRecord, produce
 

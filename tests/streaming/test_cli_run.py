@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 
 def test_run_on_the_embedded_broker_with_the_demo_clients(tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "streaming.cli", "run", "--embedded", "--demo", "--demo-members", "3",
+    command = [sys.executable, "-m", "coordinator_cli", "run", "--embedded", "--demo", "--demo-members", "3",
                "--duration", "60", "--checkpoint", str(tmp_path / "checkpoint"),
                "--set", "group.initial.rebalance.delay.ms=1000"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +25,13 @@ from pyspark.sql import SparkSession
 
 from coordinator_state import Invalid, decode_record, parse_raw, to_json
 from streaming.kafka_source import log_end_offsets
-from streaming.replay import ReplayResult, offset_tombstone, replay_local, replay_spark
-from streaming.runner import ensure_topics, start_query
+from streaming.live_job import ensure_topics, start_query
+from streaming.replay import ReplayResult, offset_tombstone, replay_local, replay_spark, tombstone
 from streaming.settings import load_settings
 from tests.traffic import HOSTILE, build_traffic, write_traffic
 
 pytestmark = [pytest.mark.spark]
-SUBMIT = Path(__file__).resolve().parents[2] / "streaming" / "submit.py"
+SUBMIT = Path(__file__).resolve().parents[2] / "src" / "coordinator_cli" / "submit.py"
 
 
 def keyed(responses: list[str]) -> dict[tuple[str, int], str]:
@@ -85,6 +86,49 @@ def test_late_requests_are_processed_not_lost_but_may_be_answered_differently(sp
     assert local.counts["late_requests"] == 1 and spark_run.counts["late_requests"] == 1
 
 
+Record = tuple[str | None, str | None]  # key, value
+
+
+class TopicTail:
+    """A topic read from its beginning, incrementally: each record is fetched once, `records` grows."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.records: list[Record] = []
+        self._consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        self._probe = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)  # for the end offsets
+        partitions = [TopicPartition(topic, int(p)) for p in log_end_offsets(self._probe, topic)]
+        self._consumer.assign(partitions)
+        self._consumer.seek_to_beginning(*partitions)
+
+    def fetch(self, timeout_ms: int) -> None:
+        """Reads what has arrived, waiting on the broker up to `timeout_ms` for something."""
+        for batch in self._consumer.poll(timeout_ms=timeout_ms).values():
+            self.records += [(r.key and r.key.decode(), r.value and r.value.decode()) for r in batch]
+
+    def read_to_end(self) -> list[Record]:
+        """Every record up to the topic's end as it is now."""
+        for partition, end in log_end_offsets(self._probe, self.topic).items():
+            while self._consumer.position(TopicPartition(self.topic, int(partition))) < end:
+                self.fetch(1000)
+        return self.records
+
+    def close(self) -> None:
+        self._consumer.close()
+        self._probe.close()
+
+
+def wait_until(condition: Callable[[], bool], tails: Sequence[TopicTail], timeout_s: float, what: str) -> None:
+    """Reads the tails as records arrive until `condition()` holds (AssertionError after `timeout_s`)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        remaining_ms = int((deadline - time.monotonic()) * 1000)
+        if remaining_ms <= 0:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        for tail in tails:
+            tail.fetch(min(remaining_ms, 1000) // len(tails))
+
+
 class Cluster:
     """The coordinator's topics on the test broker, and what the job wrote to them."""
 
@@ -103,6 +147,7 @@ class Cluster:
         ])
         ensure_topics(self.settings)
         self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+        self.tails: dict[str, TopicTail] = {}
 
     def produce(self, lines: list[bytes], skew_ms: int = 0) -> None:
         """Each line keyed by its group id, stamped by the broker with its own event time (plus skew_ms)."""
@@ -123,34 +168,48 @@ class Cluster:
         high = max(p.timestamp_ms for p in map(parse_raw, lines) if not isinstance(p, Invalid))
         self.produce([to_json({"api": "Tick", "timestamp_ms": high}).encode()])
 
-    def read(self, topic_key: str) -> list[tuple[str | None, str | None]]:
-        topic = self.settings[topic_key]
-        consumer = KafkaConsumer(bootstrap_servers=self.settings["bootstrap.servers"], enable_auto_commit=False)
-        ends = log_end_offsets(consumer, topic)
-        records: list[tuple[str | None, str | None]] = []
-        for partition, end in ends.items():
-            tp = TopicPartition(topic, int(partition))
-            consumer.assign([tp])
-            consumer.seek(tp, 0)
-            while consumer.position(tp) < end:
-                for batch in consumer.poll(timeout_ms=1000).values():
-                    records += [(r.key and r.key.decode(), r.value and r.value.decode()) for r in batch]
-        consumer.close()
-        return records
+    def tail(self, topic_key: str) -> TopicTail:
+        """The reader of one of the coordinator's topics (one per topic, kept for the test)."""
+        if topic_key not in self.tails:
+            self.tails[topic_key] = TopicTail(self.settings["bootstrap.servers"], self.settings[topic_key])
+        return self.tails[topic_key]
+
+    def read(self, topic_key: str) -> list[Record]:
+        """Every record of the topic written so far."""
+        return list(self.tail(topic_key).read_to_end())
 
     def result(self) -> ReplayResult:
-        result = ReplayResult()
-        result.responses = [value for _, value in self.read("coordinator.responses.topic") if value]
-        result.dead_letters = [value for _, value in self.read("coordinator.dead.letters.topic") if value]
-        for key, value in self.read("coordinator.snapshots.topic"):
-            assert key is not None
-            # Per group, the snapshot topic is in order (one partition per key); keep the last.
-            result.snapshots[key] = to_json({"group_id": key, "tombstone": True}) if value is None else value
-        for key, value in self.read("coordinator.offsets.topic"):
-            assert key is not None
-            result.offsets[key] = offset_tombstone(key) if value is None else value
-        result.offsets = dict(sorted(result.offsets.items()))
-        return result
+        return as_result(self.read("coordinator.responses.topic"), self.read("coordinator.snapshots.topic"),
+                         self.read("coordinator.dead.letters.topic"), self.read("coordinator.offsets.topic"))
+
+    def close(self) -> None:
+        self.producer.close()
+        for tail in self.tails.values():
+            tail.close()
+
+
+def as_result(responses: list[Record], snapshots: list[Record], dead_letters: list[Record],
+              offsets: list[Record]) -> ReplayResult:
+    """What the job wrote to its topics, as a replay's result."""
+    result = ReplayResult()
+    result.responses = [value for _, value in responses if value]
+    result.dead_letters = [value for _, value in dead_letters if value]
+    for key, value in snapshots:
+        assert key is not None
+        # Per group, the snapshot topic is in order (one partition per key); keep the last.
+        result.snapshots[key] = tombstone(key) if value is None else value
+    for key, value in offsets:
+        assert key is not None
+        result.offsets[key] = offset_tombstone(key) if value is None else value  # likewise per offset
+    result.offsets = dict(sorted(result.offsets.items()))
+    return result
+
+
+@pytest.fixture
+def cluster(kafka_bootstrap: str, unique_topic: Any) -> Iterator[Cluster]:
+    topics = Cluster(kafka_bootstrap, unique_topic)
+    yield topics
+    topics.close()
 
 
 def run_until_processed(spark: SparkSession, cluster: Cluster, checkpoint: Path, produce: Any) -> None:
@@ -165,9 +224,7 @@ def run_until_processed(spark: SparkSession, cluster: Cluster, checkpoint: Path,
 
 @pytest.mark.kafka
 def test_live_job_answers_like_the_engine_and_dead_letters_hostile_records(
-        spark: SparkSession, kafka_bootstrap: str, unique_topic: Any, tmp_path: Path,
-        full_traffic: list[bytes]) -> None:
-    cluster = Cluster(kafka_bootstrap, unique_topic)
+        spark: SparkSession, cluster: Cluster, tmp_path: Path, full_traffic: list[bytes]) -> None:
     skewed = json.loads(full_traffic[1])
     skewed["correlation_id"] = 424242
 
@@ -199,9 +256,8 @@ def test_live_job_answers_like_the_engine_and_dead_letters_hostile_records(
 
 
 @pytest.mark.kafka
-def test_restart_on_the_checkpoint_loses_no_request(spark: SparkSession, kafka_bootstrap: str, unique_topic: Any,
-                                                      tmp_path: Path, full_traffic: list[bytes]) -> None:
-    cluster = Cluster(kafka_bootstrap, unique_topic)
+def test_restart_on_the_checkpoint_loses_no_request(spark: SparkSession, cluster: Cluster, tmp_path: Path,
+                                                      full_traffic: list[bytes]) -> None:
     half = len(full_traffic) // 2
     checkpoint = tmp_path / "checkpoint"
     run_until_processed(spark, cluster, checkpoint, lambda: cluster.produce(full_traffic[:half]))
@@ -244,20 +300,11 @@ def test_spark_submit_to_two_executor_processes_replays_like_the_engine(tmp_path
     assert snapshots == [expected.snapshots[g] for g in sorted(expected.snapshots)]
 
 
-def _wait_for(condition: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.5)
-
-
 @pytest.mark.kafka
 def test_a_killed_job_restarted_on_its_checkpoint_answers_every_request(
-        kafka_bootstrap: str, unique_topic: Any, tmp_path: Path, full_traffic: list[bytes]) -> None:
+        kafka_bootstrap: str, cluster: Cluster, tmp_path: Path, full_traffic: list[bytes]) -> None:
     """The job submitted by spark-submit to two executor processes (Kafka source, state and sink across
     processes), killed with SIGKILL (every JVM included) mid-run, then restarted: nothing accepted is lost."""
-    cluster = Cluster(kafka_bootstrap, unique_topic)
     overrides = [item for key in ("coordinator.requests.topic", "coordinator.responses.topic",
                                   "coordinator.snapshots.topic", "coordinator.dead.letters.topic",
                                   "coordinator.offsets.topic", "coordinator.max.records.per.batch")
@@ -270,8 +317,11 @@ def test_a_killed_job_restarted_on_its_checkpoint_answers_every_request(
     expected = keyed(local.responses)
     half = len(full_traffic) // 2
 
+    responses = cluster.tail("coordinator.responses.topic")
+    snapshots = cluster.tail("coordinator.snapshots.topic")
+
     def answered() -> int:
-        return len(keyed([v for _, v in cluster.read("coordinator.responses.topic") if v]))
+        return len(keyed([v for _, v in responses.records if v]))
 
     def start() -> subprocess.Popen[bytes]:
         return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -280,18 +330,21 @@ def test_a_killed_job_restarted_on_its_checkpoint_answers_every_request(
     cluster.produce(full_traffic[:half])
     job = start()
     try:
-        _wait_for(lambda: answered() > 0, 180, "the first answers")
+        wait_until(lambda: answered() > 0, [responses], 180, "the first answers")
         cluster.produce(full_traffic[half:])
         os.killpg(job.pid, signal.SIGKILL)
         job.wait(timeout=30)
+        responses.read_to_end()
         before = answered()
         job = start()
         cluster.end_of_input(full_traffic)
-        _wait_for(lambda: answered() == len(expected) and cluster.result().snapshots == local.snapshots, 180,
-                  "every request to be answered and every group's final snapshot")
+        wait_until(lambda: answered() == len(expected)
+                   and as_result(responses.records, snapshots.records, [], []).snapshots == local.snapshots,
+                   [responses, snapshots], 180, "every request to be answered and every group's final snapshot")
     finally:
         os.killpg(job.pid, signal.SIGKILL)
         job.wait(timeout=30)
     assert before < len(expected)
     actual = cluster.result()
     assert keyed(actual.responses) == expected
+    assert actual.offsets == local.offsets

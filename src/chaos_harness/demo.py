@@ -1,6 +1,6 @@
 """`coordinator run --demo`: static members bounced one by one, round after round, against the live job.
 
-The demo is a chaos run (`ChaosRun`, the rolling-bounce scenario, static members) on a `LiveEngine`, in
+The demo is a chaos run (`ChaosRun`, the rolling-bounce scenario, static members) on a `LiveBackend`, in
 a thread of its own, repeated until `stop()`. Each member in turn is closed without LeaveGroup and started
 again (new process, new reply_to, same group.instance.id) `down_ms` later, well inside its session, so
 the coordinator should keep the group as it is: the status line's rebalances stay at 0.
@@ -14,9 +14,10 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .chaos import ChaosRun, Progress, describe_progress
-from .live import LiveEngine
-from .runner import wall_clock_ms
+from group_client.realtime import wall_clock_ms
+
+from .live import LiveBackend
+from .run import ChaosRun, Progress, describe_progress
 from .scenarios import normalize_config
 
 # Real-time timings. Micro-batches take 0.5-3 s, and a timer (the initial rebalance delay) fires only once
@@ -98,10 +99,10 @@ class Demo:
 
     def _run(self) -> None:
         try:
-            engine = LiveEngine.from_settings(self.settings, self.config["group_id"])
+            backend = LiveBackend.from_settings(self.settings, self.config["group_id"])
             try:
                 self.config["start_ms"] = wall_clock_ms()
-                run = ChaosRun(self.config, engine, random.Random(self.config["seed"]))
+                run = ChaosRun(self.config, backend, random.Random(self.config["seed"]))
 
                 def publish() -> None:
                     with self._changed:
@@ -111,7 +112,7 @@ class Demo:
                 self.report = run.run(self._stop.is_set, repeat=True, on_instant=publish)
                 publish()
             finally:
-                engine.close()
+                backend.close()
         except Exception as exc:  # shown by status() and summary(): the job it demonstrates keeps running
             self.error = exc
         finally:

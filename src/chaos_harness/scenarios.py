@@ -14,10 +14,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .transport import SIM_START_MS
+from coordinator_state import SIMULATION_EPOCH_MS
 
 MEMBERSHIPS = ("static", "dynamic", "mixed")
-ENGINES = ("sim", "spark")
+# The `engine` config key (the `--engine` flag) names the backend the coordinator runs on.
+BACKENDS = ("sim", "spark")
 # First fault this long after the group first became stable.
 FIRST_FAULT_MS = 5000
 
@@ -38,7 +39,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "coordinator_config": {"group.initial.rebalance.delay.ms": 3000},
     "lateness_ms": 0,
     "tick_interval_ms": 1000,
-    "start_ms": SIM_START_MS,
+    "start_ms": SIMULATION_EPOCH_MS,
     "start_jitter_ms": 1000,  # members start at random times within this window
     "duplicate_probability": 0.01,  # chance that the response sink delivers a response twice
     "warmup_limit_ms": 120000,  # give up if the group is not stable by then
@@ -46,9 +47,9 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "drain_limit_ms": 120000,  # after the run, keep going at most this long for the last answers
     "params": {},
 }
-# Defaults that differ on the streaming job: its own lateness default, and no simulated duplicates (its
-# at-least-once sink makes real ones); `start_ms` there is the wall clock when the run starts.
-ENGINE_DEFAULTS: dict[str, dict[str, Any]] = {"sim": {}, "spark": {"lateness_ms": 2000, "duplicate_probability": 0.0}}
+# Defaults that differ on the streaming job (the spark backend): its own lateness default, and no simulated
+# duplicates (its at-least-once sink makes real ones); `start_ms` there is the wall clock when the run starts.
+BACKEND_DEFAULTS: dict[str, dict[str, Any]] = {"sim": {}, "spark": {"lateness_ms": 2000, "duplicate_probability": 0.0}}
 
 
 Config = Mapping[str, Any]
@@ -174,10 +175,10 @@ def normalize_config(config: Config) -> dict[str, Any]:
     unknown = set(config) - set(DEFAULT_CONFIG)
     if unknown:
         raise ChaosConfigError(f"unknown chaos config keys: {sorted(unknown)}")
-    engine = config.get("engine", DEFAULT_CONFIG["engine"])
-    if engine not in ENGINES:
-        raise ChaosConfigError(f"engine must be one of {list(ENGINES)}, got {engine!r}")
-    full = {**DEFAULT_CONFIG, **ENGINE_DEFAULTS[engine], **config}
+    backend = config.get("engine", DEFAULT_CONFIG["engine"])
+    if backend not in BACKENDS:
+        raise ChaosConfigError(f"engine must be one of {list(BACKENDS)}, got {backend!r}")
+    full = {**DEFAULT_CONFIG, **BACKEND_DEFAULTS[backend], **config}
     if full["scenario"] not in _BUILDERS:
         raise ChaosConfigError(f"scenario must be one of {list(SCENARIOS)}, got {full['scenario']!r}")
     if full["membership"] not in MEMBERSHIPS:

@@ -6,14 +6,16 @@ import argparse
 import functools
 import hashlib
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from coordinator_state import LocalCoordinator
-from group_client.chaos import add_chaos_arguments, chaos_main, run_chaos
-from group_client.scenarios import ChaosConfigError, normalize_config
+from chaos_harness import ChaosConfigError, normalize_config, run_chaos
+from coordinator_cli.chaos import add_chaos_arguments, chaos_main
+from coordinator_state import ReplayDriver
 
 MEMBERS = 20
 PARTITIONS_PER_MEMBER = 3  # the default topic has 3 partitions per member
@@ -127,14 +129,11 @@ def test_the_traffic_file_replays_to_the_same_responses(
     traffic = tmp_path / "traffic.jsonl"
     config = {"scenario": scenario, "members": 8, "membership": membership, "lateness_ms": lateness_ms}
     report = run_chaos(config, traffic=traffic)
-    replica = LocalCoordinator(config=report["config"]["coordinator_config"])
+    replica = ReplayDriver({**report["config"]["coordinator_config"],
+                            "coordinator.lateness.ms": report["config"]["lateness_ms"]})
     responses: list[dict[str, Any]] = []
-    for line in traffic.read_text().splitlines():
-        record = json.loads(line)
-        if record["api"] == "Tick":
-            responses += replica.advance_to(record["timestamp_ms"] - report["config"]["lateness_ms"])
-        else:
-            responses += replica.handle(record)
+    for number, line in enumerate(traffic.read_bytes().splitlines(), start=1):
+        responses += replica.feed(line, f"file:{number}").responses
     assert len(responses) == report["responses"] > 0
     assert response_digest(responses) == report["responses_sha256"]
 
@@ -196,3 +195,14 @@ def test_cli_refuses_impossible_runs(argv: tuple[str, ...], message: str,
                                      capsys: pytest.CaptureFixture[str]) -> None:
     assert chaos_main(cli(*argv)) == 2
     assert message in capsys.readouterr().err
+
+
+def test_plot_without_matplotlib_says_how_to_install_it(tmp_path: Path) -> None:
+    """matplotlib is the optional `plot` extra: without it, --plot is refused before the run, with the fix."""
+    hide_matplotlib = ("import sys; sys.modules['matplotlib'] = None; from coordinator_cli import main; "
+                       "sys.exit(main(sys.argv[1:]))")
+    result = subprocess.run([sys.executable, "-c", hide_matplotlib, "chaos", "--members", "2", "--plot",
+                             str(tmp_path / "p.png")], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "pip install 'spark-group-coordinator[plot]'" in result.stderr
+    assert not (tmp_path / "p.png").exists() and result.stdout == ""  # refused before the run

@@ -1,4 +1,10 @@
-"""Running the coordinator live: topics, the streaming query on Kafka, the tick writer, live status."""
+"""The live job: the coordinator's topics, the streaming query on Kafka, the tick writer, its status.
+
+`LiveJob` is the one runner of the live job: `coordinator run` starts it, shows `status_line()` and
+stops it draining; the chaos harness's Spark backend also stops and restarts it mid-run on the same
+checkpoint. A monitor thread totals the query's progress once a second (Spark keeps only its last 100
+progress reports), across restarts.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from kafka import KafkaProducer
+from pyspark import Accumulator
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
 
 from coordinator_state import to_json
 
@@ -19,22 +28,26 @@ from .settings import ROOT
 
 log = logging.getLogger(__name__)
 
+# How often the monitor totals the query's progress.
+MONITOR_INTERVAL_S = 1.0
+
 
 def topic_specs(settings: Mapping[str, Any]) -> list[tuple[str, int, bool]]:
     """(name, partitions, compacted) of the coordinator's topics (PROTOCOL.md sections 1 and 8)."""
     requests = int(settings["coordinator.requests.partitions"])
     responses = int(settings["coordinator.responses.partitions"])
     return [
-        (settings["coordinator.requests.topic"], requests, False),
-        (settings["coordinator.responses.topic"], responses, False),
-        (settings["coordinator.snapshots.topic"], requests, True),
-        (settings["coordinator.dead.letters.topic"], 1, False),
-        (settings["coordinator.offsets.topic"], requests, True),
+        (str(settings["coordinator.requests.topic"]), requests, False),
+        (str(settings["coordinator.responses.topic"]), responses, False),
+        (str(settings["coordinator.snapshots.topic"]), requests, True),
+        (str(settings["coordinator.dead.letters.topic"]), 1, False),
+        (str(settings["coordinator.offsets.topic"]), requests, True),
     ]
 
 
 def ensure_topics(settings: Mapping[str, Any]) -> None:
-    create_topics(settings["bootstrap.servers"], topic_specs(settings))
+    """Creates the coordinator's topics that do not exist yet."""
+    create_topics(str(settings["bootstrap.servers"]), topic_specs(settings))
 
 
 def checkpoint_dir(settings: Mapping[str, Any], override: str | Path | None = None) -> Path:
@@ -65,6 +78,7 @@ class TickWriter:
         return self
 
     def tick(self) -> None:
+        """Writes one tick to every partition, stamped with the wall clock."""
         now = time.time_ns() // 1_000_000
         value = to_json({"api": "Tick", "timestamp_ms": now}).encode()
         for partition in sorted(self.producer.partitions_for(self.topic)):
@@ -97,7 +111,8 @@ class LiveStatus:
     late_requests: int = 0
     seen: set[str] = field(default_factory=set)
 
-    def update(self, query: Any) -> None:
+    def update(self, query: StreamingQuery) -> None:
+        """Counts the progress reports of `query` not counted yet."""
         for progress in query.recentProgress:
             key = f"{progress['id']}:{progress['batchId']}"
             if key in self.seen:
@@ -134,8 +149,8 @@ class LiveStatus:
         }
 
 
-def start_query(spark: Any, settings: Mapping[str, Any], checkpoint: Path, *, available_now: bool = False,
-                late_requests: Any = None) -> Any:
+def start_query(spark: SparkSession, settings: Mapping[str, Any], checkpoint: Path, *, available_now: bool = False,
+                late_requests: Accumulator[int] | None = None) -> StreamingQuery:
     """Starts the production query: Kafka in, Kafka out, offsets and state in `checkpoint`.
 
     `late_requests`, a Spark accumulator, if given, counts the requests that arrived after the watermark.
@@ -145,7 +160,8 @@ def start_query(spark: Any, settings: Mapping[str, Any], checkpoint: Path, *, av
     # On a thread other than the session's, the sink's `coordinator_kafka` is looked up through the JVM
     # thread's active session, which is unset there (ClassNotFoundException coordinator_kafka.DefaultSource);
     # PySpark's own createDataFrame sets it the same way.
-    spark.sparkContext._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+    jvm: Any = spark.sparkContext._jvm
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
     bootstrap = settings["bootstrap.servers"]
     records = (spark.readStream.format("coordinator_kafka")
                .option("kafka.bootstrap.servers", bootstrap)
@@ -163,3 +179,101 @@ def start_query(spark: Any, settings: Mapping[str, Any], checkpoint: Path, *, av
     else:
         writer = writer.trigger(processingTime=f"{int(settings['coordinator.trigger.interval.ms'])} milliseconds")
     return writer.start()
+
+
+class LiveJob:
+    """The query and its tick writer on one checkpoint, which can be stopped and started again.
+
+    `start` creates the topics on first use, starts the tick writer and the query; `stop` stops both,
+    first answering what was already read when `drain` is set. `close` stops the monitor too.
+    """
+
+    def __init__(self, spark: SparkSession, settings: Mapping[str, Any], checkpoint: Path) -> None:
+        self.spark = spark
+        self.settings = settings
+        self.checkpoint = checkpoint
+        self.status = LiveStatus()
+        self.starts = 0
+        self._late_requests = spark.sparkContext.accumulator(0)
+        self._queries: list[StreamingQuery] = []
+        self._ticks: TickWriter | None = None
+        self._lock = threading.Lock()  # the monitor and the caller both total the progress
+        self._closed = threading.Event()
+        self._monitor = threading.Thread(target=self._watch, name="live-job-monitor", daemon=True)
+        self._monitor.start()
+
+    def start(self) -> None:
+        """Starts the tick writer and the query on the checkpoint."""
+        if self.starts == 0:
+            ensure_topics(self.settings)
+        self._ticks = TickWriter(self.settings).start()
+        self._queries.append(start_query(self.spark, self.settings, self.checkpoint,
+                                         late_requests=self._late_requests))
+        self.starts += 1
+
+    def stop(self, *, drain: bool = False) -> None:
+        """Stops the tick writer, then the query (with `drain`, after it has processed what it can read)."""
+        ticks, self._ticks = self._ticks, None
+        if ticks is not None:
+            ticks.stop()
+        query = self._queries[-1] if self._queries else None
+        if query is not None and query.isActive:
+            if drain and query.exception() is None:
+                query.processAllAvailable()  # answer what the clients sent last; stop between batches
+            query.stop()
+        self.refresh()
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Blocks until the latest query has finished a micro-batch; RuntimeError if it failed, TimeoutError if
+        it takes longer than `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        query = self._queries[-1]
+        while query.lastProgress is None:
+            if query.exception() is not None:
+                raise RuntimeError(f"the query failed at start: {query.exception()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the query finished no micro-batch within {timeout_s:.0f} s")
+            time.sleep(0.2)
+
+    def failure(self) -> str | None:
+        """Why the latest query stopped, if it failed."""
+        failure = self._queries[-1].exception() if self._queries else None
+        return None if failure is None else str(failure)
+
+    def failures(self) -> list[str]:
+        """Every query's failure, first line each."""
+        found = []
+        for query in self._queries:
+            failure = query.exception()
+            if failure is not None:
+                found.append(f"query {query.runId} failed: {str(failure).splitlines()[0]}")
+        return found
+
+    def refresh(self) -> None:
+        """Totals the progress reported since the last call."""
+        with self._lock:
+            for query in self._queries:
+                self.status.update(query)
+            self.status.late_requests = int(self._late_requests.value)
+
+    def status_line(self) -> str:
+        """Batches, records, requests, dead letters, late requests, ticks, batch time, watermark."""
+        return self.status.line()
+
+    def summary(self) -> dict[str, Any]:
+        """The status totals plus every batch duration (in ms), the starts and the failures."""
+        self.refresh()
+        return {**self.status.summary(), "batch_ms_max": max(self.status.batch_ms, default=None),
+                "batch_ms": list(self.status.batch_ms), "starts": self.starts, "failures": self.failures()}
+
+    def close(self, *, drain: bool = False) -> None:
+        """Stops the job if it runs and the monitor; idempotent."""
+        if self._closed.is_set():
+            return
+        self.stop(drain=drain)
+        self._closed.set()
+        self._monitor.join()
+
+    def _watch(self) -> None:
+        while not self._closed.wait(MONITOR_INTERVAL_S):
+            self.refresh()

@@ -1,6 +1,6 @@
 """Chaos harness: real `GroupMember`s against a coordinator, with faults injected, measured in a report.
 
-Theory of operation: the run goes from instant to instant on an `Engine`'s clock. At each instant the
+Theory of operation: the run goes from instant to instant on its `Backend`'s clock. At each instant the
 harness applies the faults due, then pumps every live process (poll, send, deliver its responses) until
 nobody has anything more to say, then moves to the next instant: the earliest member deadline, tick,
 fault or pause end. Phases: warm-up (members start within `start_jitter_ms`) until the group is first
@@ -8,48 +8,35 @@ stable (Stable, every member in it, every process stable in the current generati
 faults, timed from then; `settle_ms` of quiet; the end of the run, where the figures are taken; then a
 drain that keeps the members running until every request has been answered (or `drain_limit_ms`).
 
-On the sim engine (`SimTransport`) this is discrete-event simulation: time jumps from instant to instant,
+On the sim backend (`SimBackend`) this is discrete-event simulation: time jumps from instant to instant,
 and everything random comes from one RNG seeded with `seed`, so a config gives one report. On a real-time
-engine (`live.LiveEngine`: the streaming job over Kafka) the harness waits for the next instant, or less
+backend (`LiveBackend`: the streaming job over Kafka) the harness waits for the next instant, or less
 if something arrives; requests are in flight whenever members run, so there the drain first closes every
 member (without LeaveGroup) and then waits for the last answers.
 
 Coordinator restart in simulation: nothing is serialized. The same `LocalCoordinator` stands for the
-state restored from the checkpoint; the outage is a pause of the engine during which requests wait in the
+state restored from the checkpoint; the outage is a pause of the backend during which requests wait in the
 request log and no ticks are written, and the restarted job re-delivers its last responses.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import heapq
 import json
 import random
-import sys
-import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from .consumer_protocol import Assignment
+from group_client import Assignment, GroupMember, MemberConfig, MemberState, new_reply_to
+
 from .latency import LatencyLog
 from .ledger import Ledger, ProcessKey
-from .member import GroupMember, MemberConfig, MemberState, new_reply_to
-from .scenarios import (
-    ENGINES,
-    SCENARIOS,
-    Action,
-    ChaosConfigError,
-    build_actions,
-    config_overrides,
-    normalize_config,
-    slot_ids,
-    slot_name,
-)
-from .transport import SimTransport
+from .scenarios import Action, ChaosConfigError, build_actions, normalize_config, slot_ids, slot_name
+from .sim import SimBackend
 
 # Passes of the pump at one instant before the harness calls it a livelock.
 MAX_PASSES = 100
@@ -59,8 +46,9 @@ class HarnessError(RuntimeError):
     """The harness itself failed (not a finding about the coordinator)."""
 
 
-class Engine(Protocol):
-    """A coordinator the members talk to, with the clock the run goes by (`SimTransport` is the sim one)."""
+class Backend(Protocol):
+    """The coordinator under test as the members reach it, with the clock the run goes by: `SimBackend` (the
+    engine in memory, simulated time) or `LiveBackend` (the streaming job over Kafka, real time)."""
 
     realtime: bool  # time passes on its own: requests are in flight whenever members run
     duplicates_delivered: int  # responses delivered more than once
@@ -77,7 +65,7 @@ class Engine(Protocol):
         """The responses for `reply_to` that arrived since the last call."""
 
     def next_event_ms(self) -> int | None:
-        """When the engine itself next has something to do (the sim's next tick), if it knows."""
+        """When the backend itself next has something to do (the sim's next tick), if it knows."""
 
     def wait_until(self, target_ms: int) -> int:
         """Lets time pass towards `target_ms`; returns the time then (earlier in real time if something arrived)."""
@@ -104,7 +92,7 @@ class Engine(Protocol):
         """Saves the request log, ticks included, as JSON lines."""
 
     def close(self) -> None:
-        """Releases what the engine holds."""
+        """Releases what the backend holds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,16 +116,16 @@ class _Process:
 
 
 class ChaosRun:
-    """One run: the engine, the processes, the fault queue and the ledger.
+    """One run: the backend, the processes, the fault queue and the ledger.
 
     `rng` is the run's one source of randomness (`run_chaos` seeds it from the config and draws the sim's own
     seed from it first).
     """
 
-    def __init__(self, config: dict[str, Any], engine: Engine, rng: random.Random) -> None:
+    def __init__(self, config: dict[str, Any], backend: Backend, rng: random.Random) -> None:
         self.config = config
         self.rng = rng
-        self.engine = engine
+        self.backend = backend
         partitions = tuple(sorted((t, p) for t, n in config["topics"].items() for p in range(n)))
         self.ledger = Ledger(partitions)
         self.now = config["start_ms"]
@@ -208,33 +196,33 @@ class ChaosRun:
         most `drain_limit_ms`), so that the final figures are not a real-time coordinator's backlog."""
         assert self.end_at is not None
         limit = self.now + self.config["drain_limit_ms"]
-        while not self.engine.caught_up(self.end_at) and self.now < limit:
+        while not self.backend.caught_up(self.end_at) and self.now < limit:
             self._step(limit)
             self._instant()
 
     def _drain(self) -> None:
         limit = self.now + self.config["drain_limit_ms"]
-        if self.engine.realtime:
+        if self.backend.realtime:
             for proc in self.processes.values():
                 proc.member.close(leave_group=False)
         self._instant()
-        while self.engine.unanswered() and self.now < limit:
+        while self.backend.unanswered() and self.now < limit:
             self._step(limit)
             self._instant()
 
     def _step(self, horizon: int) -> None:
         """Jumps to the next instant something happens (at most `horizon`)."""
         candidates = [horizon]
-        engine_next = self.engine.next_event_ms()
-        if engine_next is not None:
-            candidates.append(engine_next)
+        backend_next = self.backend.next_event_ms()
+        if backend_next is not None:
+            candidates.append(backend_next)
         if self.queue:
             candidates.append(self.queue[0][0])
         for proc in self.processes.values():
             deadline = proc.paused_until if proc.paused_until is not None else proc.member.next_deadline()
             if deadline is not None:
                 candidates.append(deadline)
-        self.now = max(self.now, self.engine.wait_until(max(min(candidates), self.now + 1)))
+        self.now = max(self.now, self.backend.wait_until(max(min(candidates), self.now + 1)))
         self.ledger.advance(self.now)
 
     def _instant(self) -> None:
@@ -252,8 +240,8 @@ class ChaosRun:
                     continue
                 requests = proc.member.poll(self.now)
                 for request in requests:
-                    self.engine.send(request)
-                responses = self.engine.receive(proc.member.reply_to)
+                    self.backend.send(request)
+                responses = self.backend.receive(proc.member.reply_to)
                 for response in responses:
                     proc.member.on_response(response)
                 busy = busy or bool(requests or responses)
@@ -264,7 +252,7 @@ class ChaosRun:
             raise HarnessError(f"members still busy after {MAX_PASSES} passes at {self.now}")
         for key in [k for k, p in self.processes.items() if p.member.done]:
             self._retire(key)
-        snapshot = self.engine.describe(self.config["group_id"])
+        snapshot = self.backend.describe(self.config["group_id"])
         if snapshot is not None:
             self.ledger.generation(self.now, snapshot["generation_id"], snapshot["state"],
                                    len(snapshot["members"]))
@@ -278,9 +266,9 @@ class ChaosRun:
     def _apply(self, action: Action) -> None:
         kind, slot = action.kind, action.member
         if kind == "stop_coordinator":
-            self.engine.stop_coordinator()
+            self.backend.stop_coordinator()
         elif kind == "start_coordinator":
-            self.engine.start_coordinator(redeliver=self.config["params"]["redeliver"])
+            self.backend.start_coordinator(redeliver=self.config["params"]["redeliver"])
         elif kind in ("start", "start_duplicate"):
             self._spawn(slot)
         key = None if slot < 0 else self._latest(slot)
@@ -348,7 +336,7 @@ class ChaosRun:
     # ------------------------------------------------------------------ figures
 
     def _snapshot(self) -> dict[str, Any]:
-        return self.engine.describe(self.config["group_id"]) or {
+        return self.backend.describe(self.config["group_id"]) or {
             "state": None, "generation_id": 0, "members": []}
 
     def _clients_agree(self, snapshot: Mapping[str, Any]) -> bool:
@@ -377,7 +365,7 @@ class ChaosRun:
             phase = "bouncing " + ",".join(slot_name(self.config, s) for s in unsettled) if unsettled else "stable"
         return Progress(phase, generation, len(stable), self.config["members"],
                         generation - self.generation_at.get("stable", generation),
-                        sum(self.incarnations.values()), self.engine.unanswered())
+                        sum(self.incarnations.values()), self.backend.unanswered())
 
     def _final_state(self) -> dict[str, Any]:
         """The group at the end of the run, and whether clients and coordinator agree on it."""
@@ -394,11 +382,11 @@ class ChaosRun:
         start = self.config["start_ms"]
         members = self.retired + [p.member for p in self.processes.values()]
         rebalances = self.generation_at["end"] - self.generation_at.get("stable", self.generation_at["end"])
-        errors = Counter(r["body"].get("error", "?") for r in self.engine.responses)
+        errors = Counter(r["body"].get("error", "?") for r in self.backend.responses)
         fenced = [e["identity"] for e in self.ledger.events
                   if e["kind"] == "failed" and e["error"] == "FENCED_INSTANCE_ID"]
         digest = hashlib.sha256()
-        for response in self.engine.responses:
+        for response in self.backend.responses:
             digest.update(json.dumps(response, sort_keys=True, separators=(",", ":")).encode())
         return {
             "config": self.config,
@@ -411,17 +399,17 @@ class ChaosRun:
             "overlap_ms": self.ledger.overlap_ms,
             "fenced": len(fenced),
             "fenced_members": fenced,
-            "requests": self.engine.request_count(),
-            "responses": len(self.engine.responses),
-            "unanswered": self.engine.unanswered(),
+            "requests": self.backend.request_count(),
+            "responses": len(self.backend.responses),
+            "unanswered": self.backend.unanswered(),
             "errors": dict(sorted(errors.items())),
-            "duplicates_delivered": self.engine.duplicates_delivered,
-            "latency_ms": self.engine.latency.summary(),
+            "duplicates_delivered": self.backend.duplicates_delivered,
+            "latency_ms": self.backend.latency.summary(),
             "responses_dropped": sum(m.stats.dropped for m in members),
             "request_timeouts": sum(m.stats.timeouts for m in members),
             "final": final,
             "responses_sha256": digest.hexdigest(),
-            "notes": self.notes + _NOTES + _ENGINE_NOTES[self.config["engine"]],
+            "notes": self.notes + _NOTES + _BACKEND_NOTES[self.config["engine"]],
             "events": [{**e, "at_ms": e["at_ms"] - start} for e in self.ledger.events],
             "segments": [[s.process[0], s.process[1], s.state, s.start_ms - start,
                           None if s.end_ms is None else s.end_ms - start] for s in self.ledger.segments],
@@ -433,7 +421,7 @@ _NOTES = [
     "times (*at_ms, generations, events, segments) are milliseconds since config.start_ms",
     "the measured window runs from stable_at_ms to end_at_ms; unanswered is counted after the drain",
 ]
-_ENGINE_NOTES = {
+_BACKEND_NOTES = {
     "sim": [
         "coordinator-restart: the same LocalCoordinator stands for the restored checkpoint; the outage queues "
         "requests in the log without ticks, then the job re-delivers its last responses",
@@ -457,16 +445,16 @@ _ENGINE_NOTES = {
 
 
 def run_chaos(config: Mapping[str, Any], *, traffic: str | Path | None = None) -> dict[str, Any]:
-    """Runs one chaos scenario on the simulated engine; the same config (seed included) gives the same report.
+    """Runs one chaos scenario on the simulated backend; the same config (seed included) gives the same report.
 
     `traffic`, if given, is where the request log (ticks included) is saved as JSON lines for replay.
-    `spark_chaos.run_chaos_spark` runs a config against the streaming job.
+    `spark_backend.run_chaos_spark` runs a config against the streaming job.
     """
     full = normalize_config(config)
     if full["engine"] != "sim":
-        raise ChaosConfigError(f"run_chaos drives the sim engine only, not {full['engine']!r}")
+        raise ChaosConfigError(f"run_chaos drives the sim backend only, not {full['engine']!r}")
     rng = random.Random(full["seed"])
-    transport = SimTransport(
+    backend = SimBackend(
         full["coordinator_config"],
         lateness_ms=full["lateness_ms"],
         start_ms=full["start_ms"],
@@ -474,9 +462,9 @@ def run_chaos(config: Mapping[str, Any], *, traffic: str | Path | None = None) -
         duplicate_probability=full["duplicate_probability"],
         seed=rng.getrandbits(32),
     )
-    report = ChaosRun(full, transport, rng).run()
+    report = ChaosRun(full, backend, rng).run()
     if traffic is not None:
-        transport.write_traffic(traffic)
+        backend.write_traffic(traffic)
     return report
 
 
@@ -495,76 +483,3 @@ def describe_progress(progress: Progress) -> str:
     return (f"{progress.phase}  generation {progress.generation}  stable {progress.stable_members}/"
             f"{progress.members}  rebalances {progress.rebalances}  restarts {progress.restarts}  "
             f"unanswered {progress.unanswered}")
-
-
-def _status_line() -> Callable[[Progress], None]:
-    """Shows a real-time run's progress on stderr, at most once a second."""
-    shown = [0.0]
-
-    def show(progress: Progress) -> None:
-        if time.monotonic() - shown[0] >= 1:
-            shown[0] = time.monotonic()
-            print(f"\r{describe_progress(progress)}\033[K", end="", file=sys.stderr, flush=True)
-
-    return show
-
-
-def add_chaos_arguments(parser: argparse.ArgumentParser) -> None:
-    """The `coordinator chaos` flags."""
-    parser.add_argument("--members", type=int, default=20, help="number of consumer processes (default 20)")
-    membership = parser.add_mutually_exclusive_group()
-    for name, text in (("static", "every member has a group.instance.id (default)"),
-                       ("dynamic", "no member has a group.instance.id"),
-                       ("mixed", "half the members are static")):
-        membership.add_argument(f"--{name}", dest="membership", action="store_const", const=name, help=text)
-    parser.set_defaults(membership="static")
-    parser.add_argument("--scenario", choices=SCENARIOS, default="rolling-bounce")
-    parser.add_argument("--engine", choices=ENGINES, default="sim",
-                        help="sim: the engine in memory on a simulated clock; spark: the streaming job in real "
-                             "time, on the embedded broker, a fresh checkpoint and a local Spark session (slow "
-                             "micro-batches make 10 s sessions tight: e.g. --set session_timeout_ms=20000)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
-                        help="a chaos config entry (repeatable), e.g. --set session_timeout_ms=15000, "
-                             "--set params.interval_ms=2000, "
-                             "--set coordinator_config.group.initial.rebalance.delay.ms=0")
-    parser.add_argument("--bootstrap-servers", metavar="HOST:PORT",
-                        help="spark: a broker to use instead of the embedded one")
-    parser.add_argument("--report", metavar="FILE.json", help="write the report here (default: stdout)")
-    parser.add_argument("--plot", metavar="FILE.png", help="draw the rebalance timeline here")
-    parser.add_argument("--traffic", metavar="FILE.jsonl",
-                        help="save the request log, ticks included, for replay (spark: the request topic as "
-                             "the job read it)")
-
-
-def chaos_main(args: argparse.Namespace) -> int:
-    """Runs `coordinator chaos`: 0 when the run completed, whatever it found; 2 for a bad request; 1 if the
-    harness failed."""
-    try:
-        config = {"scenario": args.scenario, "members": args.members, "membership": args.membership,
-                  "seed": args.seed, "engine": args.engine, **config_overrides(args.overrides)}
-        if args.engine == "spark":
-            from .spark_chaos import run_chaos_spark
-
-            report = run_chaos_spark(config, traffic=args.traffic, bootstrap_servers=args.bootstrap_servers,
-                                     progress=_status_line())
-            print(file=sys.stderr)
-        else:
-            report = run_chaos(config, traffic=args.traffic)
-    except ChaosConfigError as exc:
-        print(f"coordinator chaos: {exc}", file=sys.stderr)
-        return 2
-    except HarnessError as exc:
-        print(f"coordinator chaos: the harness failed: {exc}", file=sys.stderr)
-        return 1
-    text = json.dumps(report, indent=2, sort_keys=False)
-    if args.report:
-        Path(args.report).write_text(text + "\n", encoding="utf-8")
-    else:
-        print(text)
-    if args.plot:
-        from .plot import plot_report
-
-        plot_report(report, args.plot)
-    print(summary(report), file=sys.stderr)
-    return 0

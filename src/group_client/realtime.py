@@ -38,7 +38,7 @@ def run_member(
             return
         deadline = member.next_deadline()
         wait = idle_ms if deadline is None else max(0, min(deadline - now, idle_ms))
-        responses = transport.receive(member.reply_to, wait)
+        responses = transport.receive(member.reply_to, timeout_ms=wait)
         if responses:
             for request in member.poll(clock()):
                 transport.send(request)

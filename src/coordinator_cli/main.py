@@ -17,7 +17,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+from .chaos import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_chaos_arguments, chaos_main
+from .status_line import StatusLine
 
 
 def _settings_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +28,7 @@ def _settings_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _load(args: argparse.Namespace) -> dict[str, Any]:
-    from .settings import load_settings
+    from streaming.settings import load_settings
 
     settings = load_settings(args.conf, args.overrides)
     if getattr(args, "bootstrap_servers", None):
@@ -50,7 +51,7 @@ def check_prerequisites() -> list[str]:
 @contextlib.contextmanager
 def _broker(args: argparse.Namespace, settings: dict[str, Any]) -> Iterator[None]:
     """The embedded broker when --embedded, else the configured cluster (which must answer)."""
-    from .broker import EmbeddedBroker, wait_for_broker
+    from streaming.broker import EmbeddedBroker, wait_for_broker
 
     if args.embedded:
         with EmbeddedBroker() as broker:
@@ -63,8 +64,9 @@ def _broker(args: argparse.Namespace, settings: dict[str, Any]) -> Iterator[None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .runner import LiveStatus, TickWriter, checkpoint_dir, ensure_topics, start_query
-    from .spark_session import build_session
+    from chaos_harness.demo import Demo
+    from streaming.live_job import LiveJob, checkpoint_dir
+    from streaming.spark_session import build_session
 
     problems = check_prerequisites()
     if problems:
@@ -75,46 +77,35 @@ def cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.update(requested=True))
     signal.signal(signal.SIGTERM, lambda *_: stop.update(requested=True))
     with _broker(args, settings):
-        ensure_topics(settings)
         checkpoint = checkpoint_dir(settings, args.checkpoint)
         print(f"checkpoint: {checkpoint}", file=sys.stderr)
         spark = build_session(settings, args.master)
-        ticks = TickWriter(settings).start()
-        late_requests = spark.sparkContext.accumulator(0)
-        query = start_query(spark, settings, checkpoint, late_requests=late_requests)
+        job = LiveJob(spark, settings, checkpoint)
+        job.start()
         demo = None
-        status = LiveStatus()
-        started = time.monotonic()
-        deadline = None if args.duration <= 0 else started + args.duration
+        status = StatusLine()
+        deadline = None if args.duration <= 0 else time.monotonic() + args.duration
         try:
             while not stop["requested"] and (deadline is None or time.monotonic() < deadline):
-                if query.exception() is not None:
-                    print(f"\nthe query failed: {query.exception()}", file=sys.stderr)
+                failure = job.failure()
+                if failure is not None:
+                    status.end()
+                    print(f"the query failed: {failure}", file=sys.stderr)
                     return EXIT_FAILED
-                status.update(query)
-                status.late_requests = late_requests.value
-                if args.demo and demo is None and status.batches:
+                if args.demo and demo is None and job.status.batches:
                     # Members started before the job answers would see their first rebalance completed
                     # in the past (event time) and could lose their session before their first heartbeat.
-                    from group_client.demo import Demo
-
                     demo = Demo(settings, members=args.demo_members).start()
                 extra = f"  |  {demo.status()}" if demo is not None else ""
-                print(f"\r[{time.monotonic() - started:5.0f} s] {status.line()}{extra}\033[K", end="",
-                      file=sys.stderr, flush=True)
+                status.show(job.status_line() + extra)
                 time.sleep(1)
         finally:
-            print(file=sys.stderr)
+            status.end()
             if demo is not None:
                 demo.stop()
-            ticks.stop()
-            if query.exception() is None:
-                query.processAllAvailable()  # answer what the clients sent last; stop between batches
-            query.stop()
-            status.update(query)
-            status.late_requests = late_requests.value
+            job.close(drain=True)
             spark.stop()
-        summary = {**status.summary(), "checkpoint": str(checkpoint)}
+        summary = {**job.status.summary(), "checkpoint": str(checkpoint)}
         if demo is not None:
             summary["demo"] = demo.summary()
         print(json.dumps(summary))
@@ -122,9 +113,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
-    from .broker import EmbeddedBroker
-    from .runner import ensure_topics
-    from .settings import load_settings
+    from streaming.broker import EmbeddedBroker
+    from streaming.live_job import ensure_topics
+    from streaming.settings import load_settings
 
     with EmbeddedBroker() as broker:
         settings = load_settings(args.conf, args.overrides)
@@ -139,7 +130,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from .replay import read_traffic, replay_local, replay_spark, report_bad_lines, write_result
+    from streaming.replay import read_traffic, replay_local, replay_spark, report_bad_lines, write_result
 
     settings = _load(args)
     try:
@@ -170,19 +161,19 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from .record import record_main
+    from streaming.record import record_main
 
     return record_main(args, _load(args))
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from .diff import diff_main
+    from streaming.diff import diff_main
 
     return diff_main(args)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import bench_main
+    from streaming.bench import bench_main
 
     return bench_main(args)
 
@@ -229,8 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     _settings_arguments(replay)
     replay.set_defaults(handler=cmd_replay)
 
-    from .diff import add_diff_arguments
-    from .record import add_record_arguments
+    from streaming.diff import add_diff_arguments
+    from streaming.record import add_record_arguments
 
     record = commands.add_parser(
         "record", help="dump a topic (requests with ticks, responses or snapshots) to JSON lines",
@@ -256,14 +247,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_diff_arguments(diff)
     diff.set_defaults(handler=cmd_diff)
 
-    from .bench import add_bench_arguments
+    from streaming.bench import add_bench_arguments
 
     bench = commands.add_parser("bench", help="measure the engine's speed",
                                 description="Prints progress on stderr and the figures as the last line of stdout.")
     add_bench_arguments(bench)
     bench.set_defaults(handler=cmd_bench)
-
-    from group_client.chaos import add_chaos_arguments, chaos_main
 
     chaos = commands.add_parser("chaos", help="bounce, crash and restart simulated clients; report rebalances",
                                 description="Runs a group of simulated consumers through a chaos scenario and "
@@ -274,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .settings import SettingsError
+    from streaming.settings import SettingsError
 
     args = build_parser().parse_args(argv)
     try:
@@ -286,6 +275,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cannot reach the broker: {exc}. Check bootstrap.servers, or use --embedded.", file=sys.stderr)
         return EXIT_FAILED
 
-
-if __name__ == "__main__":
-    sys.exit(main())

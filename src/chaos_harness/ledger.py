@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .consumer_protocol import TopicPartition
+from group_client.consumer_protocol import TopicPartition
 
 ProcessKey = tuple[int, int]  # (member slot, incarnation)
 

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from group_client.demo import Demo
-from group_client.spark_chaos import StreamingJob, job_settings, run_chaos_spark
+from chaos_harness.demo import Demo
+from chaos_harness.spark_backend import job_settings, run_chaos_spark
+from streaming.live_job import LiveJob
 from streaming.replay import replay_local
-from streaming.runner import ensure_topics
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -89,8 +89,7 @@ def test_the_demo_bounces_its_members_without_a_rebalance(
         spark: SparkSession, kafka_bootstrap: str, tmp_path: Path) -> None:
     settings = job_settings({"lateness_ms": 2000, "tick_interval_ms": 1000,
                              "coordinator_config": {"group.initial.rebalance.delay.ms": 1000}}, kafka_bootstrap)
-    ensure_topics(settings)
-    job = StreamingJob(spark, settings, tmp_path / "checkpoint")
+    job = LiveJob(spark, settings, tmp_path / "checkpoint")
     job.start()
     try:
         job.wait_ready(120)
@@ -106,4 +105,4 @@ def test_the_demo_bounces_its_members_without_a_rebalance(
     assert summary["restarts"] >= 1
     assert (summary["rebalances"], summary["unanswered"], summary["fenced"]) == (0, 0, 0), summary
     assert set(summary["errors"]) == {"NONE"}
-    assert job.failures == []
+    assert job.failures() == []

@@ -1,0 +1,8 @@
+"""`coordinator`, the command line: the top layer, over the streaming job, the chaos harness and the client.
+
+`main.main` parses the command and hands it to its module; nothing below this package imports it.
+"""
+
+from .main import build_parser, main
+
+__all__ = ["build_parser", "main"]

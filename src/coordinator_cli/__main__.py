@@ -1,0 +1,7 @@
+"""`python -m coordinator_cli ARGS` runs `coordinator ARGS`."""
+
+import sys
+
+from .main import main
+
+sys.exit(main())
