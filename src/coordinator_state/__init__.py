@@ -28,6 +28,7 @@ from .wire import (
     latest_version,
     request_envelope,
     response_key,
+    routing_group_id,
     tick_envelope,
     tombstone,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "reject",
     "request_envelope",
     "response_key",
+    "routing_group_id",
     "run_group",
     "tick_envelope",
     "to_json",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .errors import Error
-from .wire import INT32_MAX, INT32_MIN, SUPPORTED_VERSIONS, TICK, Api, is_utf8_encodable, response_key
+from .wire import INT32_MAX, INT32_MIN, SUPPORTED_VERSIONS, TICK, Api, is_utf8_encodable, response_key, routing_group_id
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # Event times must fit Spark's timestamps and Python's datetime: up to the end of year 9999.
@@ -287,7 +287,7 @@ def parse_request(
         return Invalid(f"envelope: expected a JSON object, got {_type_name(obj)}",
                        Error.INVALID_REQUEST, None, None, None)
     reply = _readable_reply(obj)
-    group_id = _readable_group_id(obj)
+    group_id = routing_group_id(obj)
     timestamp = _readable_timestamp(obj, record_timestamp_ms)
     try:
         api = obj.get("api")
@@ -370,19 +370,6 @@ def _readable_reply(obj: dict[str, Any]) -> Reply | None:
     if type(version) is not int or not INT32_MIN <= version <= INT32_MAX:
         version = SUPPORTED_VERSIONS.get(api, (0, 0))[1] if "version" not in obj else -1
     return Reply(api, version, correlation_id, client_id, reply_to)
-
-
-def _readable_group_id(obj: dict[str, Any]) -> str | None:
-    """The body's `group_id`, or the id of its one `groups` entry (OffsetFetch v8+, DescribeGroups)."""
-    body = obj.get("body")
-    if type(body) is dict:
-        group_id = body.get("group_id")
-        groups = body.get("groups")
-        if group_id is None and type(groups) is list and len(groups) == 1:
-            group_id = groups[0].get("group_id") if type(groups[0]) is dict else groups[0]
-        if type(group_id) is str and is_utf8_encodable(group_id):
-            return group_id
-    return None
 
 
 def _parse_join(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> JoinGroup:

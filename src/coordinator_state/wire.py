@@ -29,6 +29,7 @@ __all__ = [
     "latest_version",
     "request_envelope",
     "response_key",
+    "routing_group_id",
     "tick_envelope",
     "tombstone",
 ]
@@ -120,6 +121,20 @@ def response_key(envelope: Mapping[str, Any]) -> ResponseKey | None:
     if type(reply_to) is not str or not is_utf8_encodable(reply_to):
         return None
     return (reply_to, correlation_id)
+
+
+def routing_group_id(envelope: Mapping[str, Any]) -> str | None:
+    """The group a request belongs to, by which it is keyed and routed: the body's `group_id`, or the id
+    of its one `groups` entry (OffsetFetch v8+, DescribeGroups: one group per envelope, PROTOCOL.md 8).
+    None when there is none to read (ListGroups, a Tick, a malformed record)."""
+    body = envelope.get("body")
+    if type(body) is not dict:
+        return None
+    group_id = body.get("group_id")
+    groups = body.get("groups")
+    if group_id is None and type(groups) is list and len(groups) == 1:
+        group_id = groups[0].get("group_id") if type(groups[0]) is dict else groups[0]
+    return group_id if type(group_id) is str and is_utf8_encodable(group_id) else None
 
 
 def is_utf8_encodable(text: str) -> bool:
