@@ -259,8 +259,9 @@ class RunningJob:
         consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id="coordinator-cli",
                                  enable_auto_commit=False, group_id=None)
         try:
+            existing = consumer.topics()  # a topic the broker does not have has no log end offset (-)
             ends = {}
-            for topic in sorted(topics):
+            for topic in sorted(set(topics) & existing):
                 ends.update({(topic, int(p)): int(end) for p, end in log_end_offsets(consumer, topic).items()})
             return ends
         finally:
