@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from group_client.consumer_protocol import TopicPartition
+from coordinator_state.consumer_protocol import TopicPartition
 
 ProcessKey = tuple[int, int]  # (member slot, incarnation)
 

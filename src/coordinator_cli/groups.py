@@ -34,8 +34,8 @@ from coordinator_state import (
     list_groups_body,
     request_envelope,
 )
+from coordinator_state.consumer_protocol import from_base64
 from group_client import ProtocolError, decode_assignment
-from group_client.consumer_protocol import from_base64
 
 MISSING = "-"  # what kafka-consumer-groups.sh prints for a value it does not know
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

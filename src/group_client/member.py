@@ -32,9 +32,7 @@ from enum import Enum
 from typing import Any
 
 from coordinator_state import Api, request_envelope
-
-from .assignors import ASSIGNORS, MemberSubscription
-from .consumer_protocol import (
+from coordinator_state.consumer_protocol import (
     PROTOCOL_TYPE,
     Assignment,
     Subscription,
@@ -46,6 +44,8 @@ from .consumer_protocol import (
     from_base64,
     to_base64,
 )
+
+from .assignors import ASSIGNORS, MemberSubscription
 
 # The versions this client speaks (Kafka 3.x consumers' latest for the classic protocol).
 API_VERSIONS = {Api.JOIN_GROUP: 9, Api.SYNC_GROUP: 5, Api.HEARTBEAT: 4, Api.LEAVE_GROUP: 5,

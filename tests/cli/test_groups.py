@@ -15,9 +15,9 @@ import pytest
 
 from coordinator_cli.main import main
 from coordinator_state import LocalCoordinator, request_envelope, to_json
+from coordinator_state.consumer_protocol import to_base64
 from coordinator_state.wire import SIMULATION_EPOCH_MS as T
 from group_client import Assignment, Subscription, encode_assignment, encode_subscription
-from group_client.consumer_protocol import to_base64
 
 
 def scripted_traffic() -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from coordinator_state import LocalCoordinator
-from group_client.consumer_protocol import Assignment, encode_assignment, to_base64
+from coordinator_state.consumer_protocol import Assignment, encode_assignment, to_base64
 from group_client.member import GroupMember, MemberConfig, MemberState
 from tests.client.test_member import BACKOFF, HEARTBEAT, REBALANCE, SESSION, T0, Recorder, answer, config, only
 

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from coordinator_state.consumer_protocol import decode_subscription
 from coordinator_state.errors import Error
 from coordinator_state.model import GroupState
 from coordinator_state.offsets import (
@@ -29,7 +30,7 @@ from coordinator_state.offsets import (
     java_length,
     metadata_too_large,
 )
-from coordinator_state.subscriptions import subscribed_topics, subscription_topics
+from coordinator_state.subscriptions import subscribed_topics
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
     GroupState.EMPTY, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.STABLE,
@@ -273,11 +274,17 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
+def topics(data: bytes) -> tuple[str, ...]:
+    return decode_subscription(data, any_version=True).topics
+
+
 def test_subscription_topics_any_version_by_its_v0_prefix() -> None:
-    assert subscription_topics(subscription("a", "b")) == ["a", "b"]
-    assert subscription_topics(subscription("ü", user_data=b"xyz")) == ["ü"]
+    assert topics(subscription("a", "b")) == ("a", "b")
+    assert topics(subscription("ü", user_data=b"xyz")) == ("ü",)
     # v1-v3 append owned partitions, generation, rack: read as v0, the rest ignored
-    assert subscription_topics(subscription("a", version=3, tail=b"\x00\x00\x00\x00\xff\xff\xff\xff")) == ["a"]
+    assert topics(subscription("a", version=3, tail=b"\x00\x00\x00\x00\xff\xff\xff\xff")) == ("a",)
+    # the coordinator reads even a negative version as v0 (ClassicGroup.computeSubscribedTopics)
+    assert topics(subscription("a", version=-1)) == ("a",)
 
 
 def test_subscribed_topics_union_or_unknown() -> None:
