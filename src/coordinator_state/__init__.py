@@ -7,14 +7,14 @@ per-group step the Spark job calls with a group's serialised state.
 
 from .codec import StateFormatError, decode_group, encode_group
 from .config import DEFAULTS, ConfigError, EngineConfig
-from .engine import GroupOutcome, handle_in_group, run_group
 from .errors import Error
 from .group import Group
+from .group_step import GroupOutcome, handle_in_group, run_group
 from .listing import describe_groups_body, described_group, list_groups_body
 from .local import LocalCoordinator
-from .model import GroupState
+from .model import ClassicGroupState, GroupState
 from .offsets import CommittedOffset, OffsetChange
-from .records import dead_letter, reject, to_json
+from .output import dead_letter, reject, to_json
 from .replay_driver import Fed, Finished, ReplayDriver
 from .requests import Invalid, ListGroups, Request, Tick, decode_record, for_one_group, parse_raw, parse_request
 from .responses import invalid_response
@@ -39,6 +39,7 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "TICK",
     "Api",
+    "ClassicGroupState",
     "CommittedOffset",
     "ConfigError",
     "EngineConfig",

@@ -18,7 +18,7 @@ from typing import Any
 
 from .config import EngineConfig
 from .group import Group
-from .model import GroupState, Member
+from .model import ClassicGroupState, Member
 from .offsets import OffsetStore
 from .requests import Protocol, Reply
 from .timers import Timers
@@ -90,8 +90,8 @@ def decode_group(raw: bytes, config: EngineConfig) -> Group:
         raise StateFormatError(f"group state format {data.get('format')!r} is not readable by this release "
                                f"(reads formats {READABLE_FORMATS}); run the release that wrote the checkpoint")
     group = Group(data["group_id"], data["created_ms"], config)
-    group.state = GroupState(data["state"])
-    group.previous_state = None if data["previous_state"] is None else GroupState(data["previous_state"])
+    group.state = ClassicGroupState(data["state"])
+    group.previous_state = None if data["previous_state"] is None else ClassicGroupState(data["previous_state"])
     group.generation_id = data["generation_id"]
     group.protocol_type = data["protocol_type"]
     group.protocol_name = data["protocol_name"]

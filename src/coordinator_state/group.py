@@ -27,7 +27,7 @@ from typing import Any
 from .config import EngineConfig
 from .errors import Error
 from .journal import CLEARED, MISSING, Journal
-from .model import VALID_PREVIOUS_STATES, GroupState, IllegalTransition, Member
+from .model import VALID_PREVIOUS_STATES, ClassicGroupState, IllegalTransition, Member
 from .offsets import (
     CONSUMER_PROTOCOL_TYPE,
     CommittedOffset,
@@ -44,11 +44,11 @@ from .timers import Timer, TimerKind, Timers
 # Kafka's fixed timeout for a new member to complete its first join (NEW_MEMBER_JOIN_TIMEOUT_MS).
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300000
 
-EMPTY = GroupState.EMPTY
-PREPARING = GroupState.PREPARING_REBALANCE
-COMPLETING = GroupState.COMPLETING_REBALANCE
-STABLE = GroupState.STABLE
-DEAD = GroupState.DEAD
+EMPTY = ClassicGroupState.EMPTY
+PREPARING = ClassicGroupState.PREPARING_REBALANCE
+COMPLETING = ClassicGroupState.COMPLETING_REBALANCE
+STABLE = ClassicGroupState.STABLE
+DEAD = ClassicGroupState.DEAD
 
 MemberListEntry = tuple[str, str | None, str]  # (member_id, group_instance_id, metadata)
 
@@ -61,7 +61,7 @@ class Group:
         self.config = config
         self.created_ms = created_ms
         self.state = EMPTY
-        self.previous_state: GroupState | None = None
+        self.previous_state: ClassicGroupState | None = None
         self.generation_id = 0
         self.protocol_type: str | None = None
         self.protocol_name: str | None = None
@@ -435,7 +435,7 @@ class Group:
         name = self.protocol_name
         return [(m.member_id, m.group_instance_id, m.metadata_for(name) or "") for m in self.members.values()]
 
-    def transition_to(self, state: GroupState) -> None:
+    def transition_to(self, state: ClassicGroupState) -> None:
         """The one way the state changes: refused unless model.VALID_PREVIOUS_STATES allows it."""
         if self.state not in VALID_PREVIOUS_STATES[state]:
             raise IllegalTransition(f"group {self.group_id!r}: {self.state.value} -> {state.value}")

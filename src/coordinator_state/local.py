@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .config import EngineConfig
-from .engine import handle_in_group
 from .group import Group
+from .group_step import handle_in_group
 from .listing import list_groups_body
 from .offsets import OffsetChange
 from .requests import Invalid, ListGroups, Parsed, Tick, parse_request

@@ -9,8 +9,8 @@ from typing import Any
 from .requests import Protocol, Reply
 
 
-class GroupState(StrEnum):
-    """The classic group states, as Kafka's ClassicGroupState documents them (SEMANTICS.md section 3).
+class ClassicGroupState(StrEnum):
+    """The classic group states, named and documented as Kafka's ClassicGroupState (SEMANTICS.md section 3).
 
     Per state: what each request gets (the tables live in handlers/), and the states it may go to.
     """
@@ -55,14 +55,17 @@ class GroupState(StrEnum):
     removed group is gone at once, with a tombstone. Goes to: nothing."""
 
 
+# The name this enum had before: kept for code that imports it (not PySpark's GroupState of job.py).
+GroupState = ClassicGroupState
+
 # Allowed previous states of each state, as in Kafka's ClassicGroupState; `Group.transition_to` checks it.
-VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
-    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
-    GroupState.PREPARING_REBALANCE: frozenset(
-        {GroupState.EMPTY, GroupState.STABLE, GroupState.COMPLETING_REBALANCE}),
-    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
-    GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
-    GroupState.DEAD: frozenset(),
+VALID_PREVIOUS_STATES: dict[ClassicGroupState, frozenset[ClassicGroupState]] = {
+    ClassicGroupState.EMPTY: frozenset({ClassicGroupState.PREPARING_REBALANCE}),
+    ClassicGroupState.PREPARING_REBALANCE: frozenset(
+        {ClassicGroupState.EMPTY, ClassicGroupState.STABLE, ClassicGroupState.COMPLETING_REBALANCE}),
+    ClassicGroupState.COMPLETING_REBALANCE: frozenset({ClassicGroupState.PREPARING_REBALANCE}),
+    ClassicGroupState.STABLE: frozenset({ClassicGroupState.COMPLETING_REBALANCE}),
+    ClassicGroupState.DEAD: frozenset(),
 }
 
 

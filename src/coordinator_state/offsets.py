@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .errors import Error
-from .model import GroupState
+from .model import ClassicGroupState
 
 NO_OFFSET = -1  # what OffsetFetch answers for a partition with no committed offset
 NO_LEADER_EPOCH = -1
@@ -120,7 +120,7 @@ class ExpiryCondition:
 
 
 def expiry_condition(
-    state: GroupState,
+    state: ClassicGroupState,
     protocol_type: str | None,
     state_since_ms: int,
     subscribed_topics: frozenset[str] | None,
@@ -136,9 +136,9 @@ def expiry_condition(
     """
     if protocol_type is None:
         return ExpiryCondition(retention_ms)
-    if state is GroupState.EMPTY:
+    if state is ClassicGroupState.EMPTY:
         return ExpiryCondition(retention_ms, since_ms=state_since_ms)
-    if state is GroupState.STABLE and protocol_type == CONSUMER_PROTOCOL_TYPE and subscribed_topics is not None:
+    if state is ClassicGroupState.STABLE and protocol_type == CONSUMER_PROTOCOL_TYPE and subscribed_topics is not None:
         return ExpiryCondition(retention_ms, kept_topics=subscribed_topics)
     return None
 
@@ -211,7 +211,7 @@ def absent_group_commit_error(version: int, generation_id: int) -> Error | None:
 
 
 def commit_error(
-    state: GroupState,
+    state: ClassicGroupState,
     group_generation_id: int,
     generation_id: int,
     member_id: str,
@@ -219,9 +219,9 @@ def commit_error(
     validate_member: Callable[[str, str | None], Error],
 ) -> Error:
     """ClassicGroup.validateOffsetCommit for a (non-transactional) OffsetCommit; Error.NONE to accept."""
-    if state is GroupState.DEAD:
+    if state is ClassicGroupState.DEAD:
         return Error.COORDINATOR_NOT_AVAILABLE
-    if generation_id < 0 and state is GroupState.EMPTY:
+    if generation_id < 0 and state is ClassicGroupState.EMPTY:
         return Error.NONE  # a simple commit: member id and instance id are not looked at
     if generation_id >= 0 or member_id != "" or group_instance_id is not None:
         error = validate_member(member_id, group_instance_id)
@@ -229,16 +229,16 @@ def commit_error(
             return error
         if generation_id != group_generation_id:
             return Error.ILLEGAL_GENERATION
-    elif state is not GroupState.EMPTY:
+    elif state is not ClassicGroupState.EMPTY:
         return Error.UNKNOWN_MEMBER_ID  # no member id and no generation: only an Empty group takes it
-    if state is GroupState.COMPLETING_REBALANCE:
+    if state is ClassicGroupState.COMPLETING_REBALANCE:
         return Error.REBALANCE_IN_PROGRESS
     return Error.NONE
 
 
-def commit_keeps_session(state: GroupState) -> bool:
+def commit_keeps_session(state: ClassicGroupState) -> bool:
     """An accepted commit is a heartbeat in Stable and PreparingRebalance (OffsetMetadataManager.commitOffset)."""
-    return state is GroupState.STABLE or state is GroupState.PREPARING_REBALANCE
+    return state is ClassicGroupState.STABLE or state is ClassicGroupState.PREPARING_REBALANCE
 
 
 def java_length(text: str) -> int:

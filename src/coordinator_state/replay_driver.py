@@ -23,7 +23,7 @@ from typing import Any, Literal
 from .config import config_int
 from .local import LocalCoordinator
 from .offsets import OffsetChange
-from .records import reject, to_json
+from .output import reject, to_json
 from .requests import Invalid, Parsed, Tick, for_one_group, parse_raw, parse_request
 from .responses import Response
 from .wire import tombstone

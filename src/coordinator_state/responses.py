@@ -48,11 +48,13 @@ def join_body(
 ) -> dict[str, Any]:
     """A JoinGroup body; `members` holds (member_id, group_instance_id, metadata) for the leader."""
     body: dict[str, Any] = {"error_code": int(error), "error": error.name, "generation_id": generation_id}
+    # Kafka's JoinGroupResponse(data, version): a null name is "" below v7, and from v7 (nullable) an empty
+    # name is null. SyncGroup's response has no such conversion.
     if version >= 7:
         body["protocol_type"] = protocol_type
-        body["protocol_name"] = protocol_name
+        body["protocol_name"] = protocol_name or None
     else:
-        body["protocol_name"] = "" if protocol_name is None else protocol_name
+        body["protocol_name"] = protocol_name or ""
     body["leader"] = leader
     if version >= 9:
         body["skip_assignment"] = skip_assignment

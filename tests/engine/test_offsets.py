@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from coordinator_state.consumer_protocol import decode_subscription
 from coordinator_state.errors import Error
-from coordinator_state.model import GroupState
+from coordinator_state.model import ClassicGroupState
 from coordinator_state.offsets import (
     CommittedOffset,
     ExpiryCondition,
@@ -33,8 +33,8 @@ from coordinator_state.offsets import (
 from coordinator_state.subscriptions import subscribed_topics
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
-    GroupState.EMPTY, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.STABLE,
-    GroupState.DEAD)
+    ClassicGroupState.EMPTY, ClassicGroupState.PREPARING_REBALANCE, ClassicGroupState.COMPLETING_REBALANCE,
+    ClassicGroupState.STABLE, ClassicGroupState.DEAD)
 HOUR = 3_600_000
 
 
@@ -109,13 +109,13 @@ def test_commit_to_an_absent_group(version: int, generation: int, expected: Erro
     (PREPARING, 1, "m1", None, ONE_STATIC, Error.NONE),
     (STABLE, 1, "m1", "i1", ONE_STATIC, Error.NONE),
 ])
-def test_commit_checks(state: GroupState, generation: int, member: str, instance: str | None,
+def test_commit_checks(state: ClassicGroupState, generation: int, member: str, instance: str | None,
                        validate: Validate, expected: Error) -> None:
     assert commit_error(state, 1, generation, member, instance, validate) is expected
 
 
 def test_only_stable_and_preparing_commits_keep_the_session() -> None:
-    assert [s for s in GroupState if commit_keeps_session(s)] == [PREPARING, STABLE]
+    assert [s for s in ClassicGroupState if commit_keeps_session(s)] == [PREPARING, STABLE]
 
 
 # --------------------------------------------------------------------------------------------- stored values

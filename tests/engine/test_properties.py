@@ -25,7 +25,7 @@ from coordinator_state import (
     run_group,
 )
 from coordinator_state.group import Group
-from coordinator_state.model import GroupState
+from coordinator_state.model import ClassicGroupState
 
 from .harness import EPOCH_MS, b64
 
@@ -176,11 +176,11 @@ def check_invariants(group: Group, last_generation: int) -> int:
             counts[name] = counts.get(name, 0) + 1
     assert group.protocol_counts == counts
     assert not set(group.pending_members) & set(members), "a pending id is not a member"
-    if group.state is GroupState.EMPTY:
+    if group.state is ClassicGroupState.EMPTY:
         assert not members and group.protocol_name is None
-    if group.state is not GroupState.COMPLETING_REBALANCE:
+    if group.state is not ClassicGroupState.COMPLETING_REBALANCE:
         assert all(m.sync_waiter is None for m in members.values()), "only CompletingRebalance parks syncs"
-    if group.state is not GroupState.PREPARING_REBALANCE:
+    if group.state is not ClassicGroupState.PREPARING_REBALANCE:
         assert group.awaiting_join == 0, "only PreparingRebalance parks joins"
     assert encode_group(decode_group(encode_group(group), group.config)) == encode_group(group)
     return group.generation_id

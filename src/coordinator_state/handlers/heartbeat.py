@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from ..errors import Error
 from ..group import Group
-from ..model import GroupState
+from ..model import ClassicGroupState
 from ..requests import Heartbeat
 from ..responses import error_body
 
 # The answer to a valid member of the current generation, per state, and whether its session is
 # refreshed (rows 6-8). In Empty no member exists, so member validation has already failed.
-ANSWER_BY_STATE: dict[GroupState, tuple[Error, bool]] = {
-    GroupState.EMPTY: (Error.UNKNOWN_MEMBER_ID, False),
-    GroupState.PREPARING_REBALANCE: (Error.REBALANCE_IN_PROGRESS, True),
-    GroupState.COMPLETING_REBALANCE: (Error.NONE, True),
-    GroupState.STABLE: (Error.NONE, True),
+ANSWER_BY_STATE: dict[ClassicGroupState, tuple[Error, bool]] = {
+    ClassicGroupState.EMPTY: (Error.UNKNOWN_MEMBER_ID, False),
+    ClassicGroupState.PREPARING_REBALANCE: (Error.REBALANCE_IN_PROGRESS, True),
+    ClassicGroupState.COMPLETING_REBALANCE: (Error.NONE, True),
+    ClassicGroupState.STABLE: (Error.NONE, True),
 }
 
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from ..errors import Error
 from ..group import COMPLETING, EMPTY, PREPARING, STABLE, Group
-from ..model import GroupState, Member
+from ..model import ClassicGroupState, Member
 from ..requests import JoinGroup
 from ..timers import TimerKind
 
@@ -121,11 +121,11 @@ def _answer_current_generation(group: Group, member: Member, req: JoinGroup, t: 
 RejoinAction = Callable[[Group, Member, JoinGroup, int], None]
 
 # A known member's JoinGroup, once validated, per state (5.4 rows 6-12).
-REJOIN_BY_STATE: dict[GroupState, RejoinAction] = {
-    GroupState.EMPTY: _rejoin_while_empty,
-    GroupState.PREPARING_REBALANCE: _rejoin_while_preparing,
-    GroupState.COMPLETING_REBALANCE: _rejoin_while_completing,
-    GroupState.STABLE: _rejoin_while_stable,
+REJOIN_BY_STATE: dict[ClassicGroupState, RejoinAction] = {
+    ClassicGroupState.EMPTY: _rejoin_while_empty,
+    ClassicGroupState.PREPARING_REBALANCE: _rejoin_while_preparing,
+    ClassicGroupState.COMPLETING_REBALANCE: _rejoin_while_completing,
+    ClassicGroupState.STABLE: _rejoin_while_stable,
 }
 
 

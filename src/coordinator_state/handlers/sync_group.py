@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from ..errors import Error
 from ..group import Group
-from ..model import GroupState, Member
+from ..model import ClassicGroupState, Member
 from ..requests import SyncGroup
 
 
@@ -31,7 +31,7 @@ def _park_until_assignment(group: Group, member: Member, req: SyncGroup, t: int)
             group.answer_sync(each.sync_waiter, t, Error.NONE, each.assignment)
             each.sync_waiter = None
             group.schedule_session(each, t)
-    group.transition_to(GroupState.STABLE)
+    group.transition_to(ClassicGroupState.STABLE)
 
 
 def _answer_stored_assignment(group: Group, member: Member, req: SyncGroup, t: int) -> None:
@@ -43,12 +43,12 @@ def _answer_stored_assignment(group: Group, member: Member, req: SyncGroup, t: i
 SyncAction = Callable[[Group, Member, SyncGroup, int], None]
 
 # Answered before the member is looked at (6.1 row 4): an Empty group has no members.
-REFUSED_BEFORE_MEMBER_CHECKS: dict[GroupState, Error] = {GroupState.EMPTY: Error.UNKNOWN_MEMBER_ID}
+REFUSED_BEFORE_MEMBER_CHECKS: dict[ClassicGroupState, Error] = {ClassicGroupState.EMPTY: Error.UNKNOWN_MEMBER_ID}
 # What a valid member of the current generation gets, per state (6.1 rows 9-11).
-AFTER_MEMBER_CHECKS: dict[GroupState, Error | SyncAction] = {
-    GroupState.PREPARING_REBALANCE: Error.REBALANCE_IN_PROGRESS,
-    GroupState.COMPLETING_REBALANCE: _park_until_assignment,
-    GroupState.STABLE: _answer_stored_assignment,
+AFTER_MEMBER_CHECKS: dict[ClassicGroupState, Error | SyncAction] = {
+    ClassicGroupState.PREPARING_REBALANCE: Error.REBALANCE_IN_PROGRESS,
+    ClassicGroupState.COMPLETING_REBALANCE: _park_until_assignment,
+    ClassicGroupState.STABLE: _answer_stored_assignment,
 }
 
 

@@ -1,4 +1,4 @@
-"""The per-group entry points that both shells share: `LocalCoordinator` and the Spark job.
+"""The per-group step both shells share: `LocalCoordinator` and the Spark job (`run_group`).
 
 `handle_in_group` is the one place where a request meets its group: the checks that need no group,
 the answers for a group that does not exist, group creation, the event-time rules of PROTOCOL.md
