@@ -31,15 +31,14 @@ from pyspark.sql.streaming.state import GroupStateTimeout
 from coordinator_state import (
     EngineConfig,
     Invalid,
+    Request,
     Tick,
-    dead_letter,
     for_one_group,
-    invalid_response,
     parse_raw,
+    reject,
     run_group,
     to_json,
 )
-from coordinator_state.requests import Request
 
 from .settings import engine_config
 
@@ -72,8 +71,7 @@ def make_parser(max_clock_skew_ms: int | None, source: str) -> Parser:
                     rows.append(("tick", False, None, parsed.timestamp_ms, partition, offset, ts, None, None, None,
                                  None))
                 elif isinstance(parsed, Invalid):
-                    letter = dead_letter(_source_label(source, int(partition), int(offset)), raw, parsed.reason)
-                    response = invalid_response(parsed)
+                    letter, response = reject(parsed, _source_label(source, int(partition), int(offset)), raw)
                     # The dead letter already holds the record: the raw value is not shuffled a second time.
                     rows.append(("invalid", True, "", None, partition, offset, ts, None, to_json(letter),
                                  None if response is None else to_json(response),
