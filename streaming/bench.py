@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import struct
 import sys
 import time
 from collections.abc import Sequence
@@ -20,12 +21,19 @@ from coordinator_state import Api, LocalCoordinator, request_envelope
 
 META = base64.b64encode(b"consumer-metadata").decode()
 CONFIG = {"group.initial.rebalance.delay.ms": 3000}
+COMMIT_TOPIC = "events"
 
 
-def _join(group: str, client: str, instance: str | None, t: int) -> dict[str, Any]:
+def _subscription(topic: str) -> str:
+    """A real ConsumerProtocol v0 subscription to `topic`, so that Stable groups know what they consume."""
+    raw = struct.pack(">hih", 0, 1, len(topic)) + topic.encode() + struct.pack(">i", -1)
+    return base64.b64encode(raw).decode()
+
+
+def _join(group: str, client: str, instance: str | None, t: int, metadata: str = META) -> dict[str, Any]:
     body = {"group_id": group, "session_timeout_ms": 30000, "rebalance_timeout_ms": 60000, "member_id": "",
             "group_instance_id": instance, "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": META}], "reason": None}
+            "protocols": [{"name": "range", "metadata": metadata}], "reason": None}
     return request_envelope(Api.JOIN_GROUP, body, version=9, correlation_id=1, client_id=client, reply_to=client,
                             timestamp_ms=t)
 
@@ -41,11 +49,11 @@ def _sync(group: str, client: str, member: str, generation: int, t: int,
 class JoinRound:
     """Every member of the groups joins (static, v9); at the end of the initial delay every group completes."""
 
-    def __init__(self, coord: LocalCoordinator, members: dict[str, list[str]], t: int) -> None:
+    def __init__(self, coord: LocalCoordinator, members: dict[str, list[str]], t: int, metadata: str = META) -> None:
         self.coord = coord
         self.members = members  # group -> clients
         self.t = t
-        self.joins = [_join(group, client, f"{client}-i{index}", t)
+        self.joins = [_join(group, client, f"{client}-i{index}", t, metadata)
                       for group, clients in members.items() for index, client in enumerate(clients)]
 
     def join(self) -> dict[str, dict[str, dict[str, Any]]]:
@@ -71,10 +79,11 @@ class JoinRound:
         return answers
 
 
-def stable_groups(coord: LocalCoordinator, groups: int, members: int, t: int) -> dict[str, list[tuple[str, str]]]:
+def stable_groups(coord: LocalCoordinator, groups: int, members: int, t: int,
+                  metadata: str = META) -> dict[str, list[tuple[str, str]]]:
     """Builds `groups` Stable groups of `members` static members; returns group -> [(client, member id)]."""
     layout = {f"group-{g}": [f"group-{g}-c{m}" for m in range(members)] for g in range(groups)}
-    round_ = JoinRound(coord, layout, t)
+    round_ = JoinRound(coord, layout, t, metadata)
     bodies = round_.join()
     answers = round_.sync(bodies)
     refused = sum(a["body"]["error_code"] != 0 for a in answers)
@@ -107,6 +116,38 @@ def bench_heartbeats(groups: int, members: int, rounds: int) -> dict[str, float]
     return {"heartbeat_requests_per_s": len(requests) / elapsed, "heartbeat_requests": len(requests)}
 
 
+def bench_commits(groups: int, members: int, partitions: int, rounds: int) -> dict[str, float]:
+    """Every member of Stable consumer groups commits its `partitions` partitions (one OffsetCommit v9 each),
+    `rounds` times: the commit path, the offsets store and the expiry bookkeeping of a Stable group."""
+    coord = LocalCoordinator(CONFIG)
+    ids = stable_groups(coord, groups, members, EPOCH_MS, _subscription(COMMIT_TOPIC))
+    t0 = EPOCH_MS + 11_000
+    requests = []
+    for r in range(rounds):
+        t = t0 + r * 5000
+        for group, clients in ids.items():
+            for index, (client, member) in enumerate(clients):
+                owned = range(index * partitions, (index + 1) * partitions)
+                body = {"group_id": group, "generation_id_or_member_epoch": 1, "member_id": member,
+                        "group_instance_id": f"{client}-i{index}", "topics": [{"name": COMMIT_TOPIC, "partitions": [
+                            {"partition_index": p, "committed_offset": 1000 * r + p, "committed_leader_epoch": 0,
+                             "committed_metadata": ""} for p in owned]}]}
+                requests.append(request_envelope(Api.OFFSET_COMMIT, body, version=9, correlation_id=100 + r,
+                                                 client_id=client, reply_to=client, timestamp_ms=t))
+    errors = 0
+    start = time.process_time()
+    for request in requests:
+        for response in coord.handle(request):
+            errors += response["body"]["error_code"] != 0
+    elapsed = time.process_time() - start
+    changes = len(coord.drain_offset_changes())
+    if errors or changes != len(requests) * partitions:
+        raise RuntimeError(f"{errors} commits refused, {changes} offsets stored: the benchmark is not measuring "
+                           "the happy path")
+    return {"commits_per_s": len(requests) / elapsed, "committed_partitions_per_s": changes / elapsed,
+            "commit_requests": len(requests)}
+
+
 def bench_join_round(members: int) -> dict[str, float]:
     """One group of `members` static members: every JoinGroup, the join phase completing, every SyncGroup."""
     coord = LocalCoordinator(CONFIG)
@@ -129,7 +170,8 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
                         help="which engine to measure (local: the pure-Python engine alone)")
     parser.add_argument("--groups", type=int, default=10_000, help="Stable groups for the heartbeat figure")
     parser.add_argument("--members", type=int, default=10, help="members per group for the heartbeat figure")
-    parser.add_argument("--rounds", type=int, default=3, help="heartbeats per member")
+    parser.add_argument("--rounds", type=int, default=3, help="heartbeats (and commits) per member")
+    parser.add_argument("--partitions", type=int, default=6, help="partitions each member commits per OffsetCommit")
     parser.add_argument("--join-members", type=_sizes, default=[1000, 10_000], metavar="N[,N...]",
                         help="members in each measured join round (default 1000,10000)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON line on stdout")
@@ -140,6 +182,10 @@ def bench_main(args: argparse.Namespace) -> int:
     figures: dict[str, Any] = {"engine": args.engine, "clock": "process_time"}
     figures.update(bench_heartbeats(args.groups, args.members, args.rounds))
     print(f"heartbeats: {figures['heartbeat_requests_per_s']:,.0f}/s", file=sys.stderr)
+    print(f"building {args.groups} Stable consumer groups x {args.members} members for commits of "
+          f"{args.partitions} partitions...", file=sys.stderr)
+    figures.update(bench_commits(args.groups, args.members, args.partitions, args.rounds))
+    print(f"commits: {figures['commits_per_s']:,.0f}/s", file=sys.stderr)
     join_members: Sequence[int] = args.join_members
     for members in join_members:
         print(f"join round of {members} static members...", file=sys.stderr)

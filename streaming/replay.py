@@ -1,7 +1,8 @@
 """Replaying recorded traffic: the local engine record by record, or the production query in Spark.
 
-Both take the same file and settings and give the same responses, final snapshots and dead letters
-(PROTOCOL.md section 5), whatever the micro-batch size, for traffic without late requests.
+Both take the same file and settings and give the same responses, final snapshots, final committed
+offsets and dead letters (PROTOCOL.md section 5), whatever the micro-batch size, for traffic without
+late requests.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coordinator_state import ReplayDriver, to_json
+from coordinator_state import OffsetChange, ReplayDriver, to_json
 from coordinator_state import tombstone as tombstone_record
 
 from .file_source import split_lines
@@ -30,6 +31,7 @@ class ReplayResult:
 
     responses: list[str] = field(default_factory=list)
     snapshots: dict[str, str] = field(default_factory=dict)  # group id -> final snapshot or tombstone line
+    offsets: dict[str, str] = field(default_factory=dict)  # GROUP/TOPIC/PARTITION -> final value or tombstone
     dead_letters: list[str] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
 
@@ -52,6 +54,7 @@ def replay_local(lines: Sequence[bytes], settings: Mapping[str, Any], progress: 
     finished = driver.finish()
     result.responses += map(to_json, finished.responses)
     result.snapshots = {group_id: to_json(snapshot) for group_id, snapshot in finished.snapshots.items()}
+    result.offsets = {key: to_json(line) for key, line in finished.offsets.items()}
     result.counts.update(driver.counts)
     result.counts["late_requests"] = driver.late_requests
     return result
@@ -82,7 +85,7 @@ def replay_spark(path: Path, settings: Mapping[str, Any], records_per_batch: int
         query.awaitTermination()
     result = ReplayResult()
     topics = {settings[k]: k for k in ("coordinator.responses.topic", "coordinator.snapshots.topic",
-                                        "coordinator.dead.letters.topic")}
+                                        "coordinator.dead.letters.topic", "coordinator.offsets.topic")}
     for batch_id in sorted(batches):
         for topic, key, value in batches[batch_id]:
             kind = topics[topic]
@@ -90,12 +93,23 @@ def replay_spark(path: Path, settings: Mapping[str, Any], records_per_batch: int
                 result.responses.append(str(value))
             elif kind == "coordinator.dead.letters.topic":
                 result.dead_letters.append(str(value))
+            elif kind == "coordinator.offsets.topic":
+                assert key is not None
+                result.offsets[key] = offset_tombstone(key) if value is None else str(value)
             else:
                 assert key is not None
                 result.snapshots[key] = tombstone(key) if value is None else str(value)
     result.counts["dead_letters"] = len(result.dead_letters)
     result.counts["late_requests"] = late_requests.value
+    result.offsets = dict(sorted(result.offsets.items()))
     return result
+
+
+def offset_tombstone(key: str) -> str:
+    """The file line of an offset gone from the offsets topic, from its key `GROUP/TOPIC/PARTITION`
+    (Kafka topic names hold no '/', so the last two separators split it)."""
+    group_id, topic, partition = key.rsplit("/", 2)
+    return to_json(OffsetChange(group_id, topic, int(partition), None).line())
 
 
 def write_lines(path: Path, lines: Sequence[str]) -> None:
@@ -105,12 +119,15 @@ def write_lines(path: Path, lines: Sequence[str]) -> None:
             fh.write("\n")
 
 
-def write_result(result: ReplayResult, output: Path, snapshots: Path | None, dead_letters: Path | None) -> None:
+def write_result(result: ReplayResult, output: Path, snapshots: Path | None, dead_letters: Path | None,
+                 offsets: Path | None = None) -> None:
     write_lines(output, result.responses)
     if snapshots is not None:
         write_lines(snapshots, [result.snapshots[g] for g in sorted(result.snapshots)])
     if dead_letters is not None:
         write_lines(dead_letters, result.dead_letters)
+    if offsets is not None:
+        write_lines(offsets, list(result.offsets.values()))
 
 
 def report_bad_lines(result: ReplayResult) -> None:

@@ -1,7 +1,8 @@
 """`coordinator`: the command line of the Spark group coordinator.
 
 Subcommands: run (the streaming job), broker (the embedded Kafka-compatible broker), replay, diff,
-record, chaos, bench. Each is a thin shell over a module; `coordinator SUBCOMMAND --help` explains it.
+record, groups (list, describe and remove members, like kafka-consumer-groups.sh), chaos, bench. Each
+is a thin shell over a module; `coordinator SUBCOMMAND --help` explains it.
 """
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                               Path(args.checkpoint) if args.checkpoint else None, args.master)
     report_bad_lines(result)
     write_result(result, Path(args.output), Path(args.snapshots) if args.snapshots else None,
-                 Path(args.dead_letters) if args.dead_letters else None)
+                 Path(args.dead_letters) if args.dead_letters else None, Path(args.offsets) if args.offsets else None)
     print(json.dumps({"engine": args.engine, "records": len(lines), "responses": len(result.responses),
                       "groups": len(result.snapshots), "bad_lines": len(result.dead_letters),
                       "seconds": round(time.monotonic() - started, 3)}))
@@ -172,6 +173,12 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from streaming.diff import diff_main
 
     return diff_main(args)
+
+
+def cmd_groups(args: argparse.Namespace) -> int:
+    from .groups import groups_main
+
+    return groups_main(args, _load(args))
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -213,6 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--output", required=True, metavar="RESPONSES.jsonl")
     replay.add_argument("--snapshots", metavar="FILE.jsonl", help="write the final snapshot of every group")
     replay.add_argument("--dead-letters", metavar="FILE.jsonl", help="write the dead letters")
+    replay.add_argument("--offsets", metavar="FILE.jsonl",
+                        help="write the final value of every committed offset (a tombstone line when gone)")
     replay.add_argument("--engine", choices=["local", "spark"], default="local",
                         help="local: the engine alone, record by record; spark: the production query")
     replay.add_argument("--records-per-batch", type=int, metavar="N", help="micro-batch size (spark engine)")
@@ -248,6 +257,17 @@ def build_parser() -> argparse.ArgumentParser:
                     "kinds.")
     add_diff_arguments(diff)
     diff.set_defaults(handler=cmd_diff)
+
+    from .groups import add_groups_arguments
+
+    groups = commands.add_parser(
+        "groups", help="list and describe groups, remove static members (like kafka-consumer-groups.sh)",
+        description="Against a running job (requests on the request topic, answers from the response topic, the "
+                    "list from the snapshot topic) or a replay's output (--snapshots, --offsets-file). Prints "
+                    "kafka-consumer-groups.sh's views and columns; --json for JSON.")
+    add_groups_arguments(groups)
+    _settings_arguments(groups)
+    groups.set_defaults(handler=cmd_groups)
 
     from streaming.bench import add_bench_arguments
 

@@ -10,11 +10,13 @@ from .config import DEFAULTS, ConfigError, EngineConfig
 from .errors import Error
 from .group import Group
 from .group_step import GroupOutcome, handle_in_group, run_group
+from .listing import describe_groups_body, described_group, list_groups_body
 from .local import LocalCoordinator
 from .model import ClassicGroupState, GroupState
+from .offsets import CommittedOffset, OffsetChange
 from .output import dead_letter, reject, to_json
 from .replay_driver import Fed, Finished, ReplayDriver
-from .requests import Invalid, Request, Tick, decode_record, parse_raw, parse_request
+from .requests import Invalid, ListGroups, Request, Tick, decode_record, for_one_group, parse_raw, parse_request
 from .responses import invalid_response
 from .wire import (
     SIMULATION_EPOCH_MS,
@@ -26,6 +28,7 @@ from .wire import (
     latest_version,
     request_envelope,
     response_key,
+    routing_group_id,
     tick_envelope,
     tombstone,
 )
@@ -37,6 +40,7 @@ __all__ = [
     "TICK",
     "Api",
     "ClassicGroupState",
+    "CommittedOffset",
     "ConfigError",
     "EngineConfig",
     "Error",
@@ -46,7 +50,9 @@ __all__ = [
     "GroupOutcome",
     "GroupState",
     "Invalid",
+    "ListGroups",
     "LocalCoordinator",
+    "OffsetChange",
     "ReplayDriver",
     "Request",
     "ResponseKey",
@@ -55,16 +61,21 @@ __all__ = [
     "dead_letter",
     "decode_group",
     "decode_record",
+    "describe_groups_body",
+    "described_group",
     "encode_group",
+    "for_one_group",
     "handle_in_group",
     "invalid_response",
     "is_tombstone",
     "latest_version",
+    "list_groups_body",
     "parse_raw",
     "parse_request",
     "reject",
     "request_envelope",
     "response_key",
+    "routing_group_id",
     "run_group",
     "tick_envelope",
     "to_json",

@@ -11,6 +11,12 @@ The procedures keep SEMANTICS.md's names (AddMember, PrepareRebalance, CompleteJ
 change goes through `transition_to`, which checks the table in model.py. Counters that Kafka recomputes
 by scanning the members (members awaiting a join, how many members offer each protocol) are kept up to
 date instead, so no request costs time proportional to the group's size.
+
+Committed offsets (docs/OFFSETS_AND_LISTING.md) live here too: they are not in the snapshot, so a commit
+or an expiry is no change there, and every change to them is recorded in `offset_changes` for the
+offsets topic (and in the undo journal, like every other change). One `offsets` timer sits at the next
+expiry deadline under the group's current expiry condition; whatever can move that deadline (a commit,
+a transition, new subscriptions) marks it for rescheduling at the end of the event.
 """
 
 from __future__ import annotations
@@ -22,8 +28,17 @@ from .config import EngineConfig
 from .errors import Error
 from .journal import CLEARED, MISSING, Journal
 from .model import VALID_PREVIOUS_STATES, ClassicGroupState, IllegalTransition, Member
+from .offsets import (
+    CONSUMER_PROTOCOL_TYPE,
+    CommittedOffset,
+    ExpiryCondition,
+    OffsetChange,
+    OffsetStore,
+    expiry_condition,
+)
 from .requests import JoinGroup, Reply
 from .responses import Response, envelope, join_body, sync_body
+from .subscriptions import subscribed_topics
 from .timers import Timer, TimerKind, Timers
 
 # Kafka's fixed timeout for a new member to complete its first join (NEW_MEMBER_JOIN_TIMEOUT_MS).
@@ -70,6 +85,12 @@ class Group:
         self._dirty = False
         self.next_rank = 0  # the next member's or pending id's rank; not part of the state
         self.journal: Journal | None = None  # while a request is applied (journal.py)
+        # Offsets (docs/OFFSETS_AND_LISTING.md 1.1).
+        self.offsets = OffsetStore()
+        self.offset_changes: list[OffsetChange] = []
+        self.state_since_ms = created_ms
+        self.subscribed_topics: frozenset[str] | None = None
+        self._expiry_moved = False
 
     @classmethod
     def create(cls, group_id: str, t: int, config: EngineConfig) -> Group:
@@ -83,7 +104,8 @@ class Group:
 
     def begin(self) -> None:
         """Starts recording before-images: a request is about to be applied."""
-        self.journal = Journal(self.__dict__.copy(), dict(self.protocol_counts), len(self.out), self.timers.next_seq)
+        self.journal = Journal(self.__dict__.copy(), dict(self.protocol_counts), len(self.out),
+                               len(self.offset_changes), self.timers.next_seq)
         self.timers.journal = self.journal
 
     def commit(self) -> None:
@@ -99,10 +121,11 @@ class Group:
         for member, fields in reversed(journal.members):
             member.restore(fields)
         # Every attribute back to the value (for containers: the object) it had; the containers' contents
-        # were restored above, except these two that are not journaled entry by entry.
+        # were restored above, except those that are not journaled entry by entry.
         self.__dict__.update(journal.attributes)
         self.protocol_counts = journal.protocol_counts
         del self.out[journal.out_length:]
+        del self.offset_changes[journal.offset_changes_length:]
         self.timers.next_seq = journal.timer_seq
         self.timers.rebuild_heap()
 
@@ -116,7 +139,8 @@ class Group:
         value = container.pop(key, MISSING)
         if value is not MISSING and self.journal is not None:
             self.journal.entries.append((container, key, value))
-            if container is not self.static_members:  # an ordered one: sorted by rank again after an undo
+            if container is not self.static_members and container is not self.offsets.entries:
+                # an ordered one: sorted by rank again after an undo
                 self.journal.reorder[id(container)] = (container, _rank)
         return value
 
@@ -160,6 +184,9 @@ class Group:
 
     def end_event(self, t: int) -> None:
         """Closes an event: a change visible in the snapshot counts once, at `t` (PROTOCOL.md section 4)."""
+        if self._expiry_moved:
+            self._expiry_moved = False
+            self._reschedule_offset_expiry()
         if self._dirty:
             self._dirty = False
             self.version += 1
@@ -183,7 +210,9 @@ class Group:
                 self.complete_join(t)
         elif kind is TimerKind.SYNC:
             self._pending_sync_expiry(timer.payload[0], t)
-        elif self.state is EMPTY:  # RETENTION
+        elif kind is TimerKind.OFFSETS:
+            self._expire_offsets(t)
+        elif self.state is EMPTY and not self.offsets:  # RETENTION; a group with offsets goes with its last one
             self.removed = True
             self.touch()
 
@@ -355,10 +384,12 @@ class Group:
         self.touch()
         if not self.members:
             self.protocol_name = None
+            self._compute_subscribed_topics()
             self.transition_to(EMPTY)
             self.timers.schedule(TimerKind.RETENTION, "", t + self.config.empty_group_retention_ms)
             return
         self.protocol_name = self.select_protocol()
+        self._compute_subscribed_topics()
         self.transition_to(COMPLETING)
         leader = self.leader or ""
         for member in self.members.values():
@@ -410,7 +441,51 @@ class Group:
             raise IllegalTransition(f"group {self.group_id!r}: {self.state.value} -> {state.value}")
         self.previous_state = self.state
         self.state = state
+        self.state_since_ms = self.clock
+        self._expiry_moved = True
         self.touch()
+
+    # ------------------------------------------------------------------ offsets (OFFSETS_AND_LISTING.md 9)
+
+    def commit_offset(self, topic: str, partition: int, value: CommittedOffset) -> None:
+        """Stores one committed offset and records the change for the offsets topic."""
+        self.put(self.offsets.entries, (topic, partition), value)
+        self.offset_changes.append(OffsetChange(self.group_id, topic, partition, value))
+        self._expiry_moved = True
+
+    def drain_offset_changes(self) -> list[OffsetChange]:
+        changes, self.offset_changes = self.offset_changes, []
+        return changes
+
+    def expiry_condition(self) -> ExpiryCondition | None:
+        return expiry_condition(self.state, self.protocol_type, self.state_since_ms, self.subscribed_topics,
+                                self.config.offsets_retention_ms)
+
+    def _reschedule_offset_expiry(self) -> None:
+        deadline = self.offsets.next_deadline(self.expiry_condition())
+        timer = self.timers.get(TimerKind.OFFSETS)
+        if deadline is None:
+            self.timers.cancel(TimerKind.OFFSETS)
+        elif timer is None or timer.deadline != deadline:
+            self.timers.schedule(TimerKind.OFFSETS, "", deadline)
+
+    def _expire_offsets(self, t: int) -> None:
+        """OffsetExpiry (9.3): drop what expired by `t`; an Empty group whose last offset went is removed."""
+        for topic, partition in self.offsets.expired(self.expiry_condition(), t):
+            self.pop(self.offsets.entries, (topic, partition))
+            self.offset_changes.append(OffsetChange(self.group_id, topic, partition, None))
+        self._expiry_moved = True
+        if self.state is EMPTY and not self.offsets:
+            self.removed = True
+            self.touch()
+
+    def _compute_subscribed_topics(self) -> None:
+        """ClassicGroup.computeSubscribedTopics, at the end of every join phase (9.2)."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            self.subscribed_topics = None
+        else:
+            name = self.protocol_name
+            self.subscribed_topics = subscribed_topics(m.metadata_for(name) for m in self.members.values())
 
     # ------------------------------------------------------------------ timers (section 2)
 

@@ -8,8 +8,9 @@ Records are fed in log order, each with its source label (`file:LINE`, `topic:PA
 - a request or a Tick then moves the watermark to the largest event time so far minus
   `coordinator.lateness.ms`, and every timer due by it fires.
 At the end, every group the input created is reported: its final snapshot, or a tombstone if it was
-removed. The Spark job reaches the same answers whatever its micro-batch boundaries, for input without
-late requests; anything that replays or simulates traffic locally goes through this driver.
+removed; and every committed offset the input touched: its final value, or a tombstone if it expired.
+The Spark job reaches the same answers whatever its micro-batch boundaries, for input without late
+requests; anything that replays or simulates traffic locally goes through this driver.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from typing import Any, Literal
 
 from .config import config_int
 from .local import LocalCoordinator
+from .offsets import OffsetChange
 from .output import reject, to_json
-from .requests import Invalid, Parsed, Tick, parse_raw, parse_request
+from .requests import Invalid, Parsed, Tick, for_one_group, parse_raw, parse_request
 from .responses import Response
 from .wire import tombstone
 
@@ -36,15 +38,18 @@ class Fed:
     kind: Literal["request", "tick", "invalid"]
     responses: list[Response]
     dead_letter: dict[str, Any] | None = None
+    offset_changes: list[OffsetChange] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
 class Finished:
-    """The end of input: the last responses the final watermark decided, and each group's final snapshot
-    (group id -> snapshot, or the tombstone of section 4a), in the order the groups first appeared."""
+    """The end of input: the last responses the final watermark decided, each group's final snapshot
+    (group id -> snapshot, or the tombstone of section 4a), in the order the groups first appeared, and
+    each committed offset's final line (`GROUP/TOPIC/PARTITION` -> value or tombstone line, by key)."""
 
     responses: list[Response]
     snapshots: dict[str, dict[str, Any]] = field(default_factory=dict)
+    offsets: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class ReplayDriver:
@@ -57,6 +62,7 @@ class ReplayDriver:
         self.watermark: int | None = None
         self._largest_event_ms: int | None = None
         self._groups: dict[str, None] = {}  # every group that existed, in order of appearance
+        self._offsets: dict[str, dict[str, Any]] = {}  # every offset key written -> its latest line
 
     def feed(self, record: Record, source: str) -> Fed:
         """One record in log order: a raw value (bytes or text, as in a file or on a topic) or a decoded envelope."""
@@ -65,7 +71,11 @@ class ReplayDriver:
         return self.feed_parsed(parse_raw(record), source, record)
 
     def feed_parsed(self, parsed: Parsed, source: str, record: Record) -> Fed:
-        """A record already parsed (`parse_raw` / `parse_request`); `record` is kept for its dead letter."""
+        """A record already parsed (`parse_raw` / `parse_request`); `record` is kept for its dead letter.
+
+        Recorded traffic is the request topic's: a ListGroups there is invalid, as in the job.
+        """
+        parsed = for_one_group(parsed)
         if isinstance(parsed, Invalid):
             self.counts["dead_letters"] += 1
             letter, answer = reject(parsed, source, _raw_bytes(record))
@@ -80,7 +90,13 @@ class ReplayDriver:
         self._largest_event_ms = largest
         self.watermark = largest - self.lateness_ms
         responses += self.coordinator.advance_to(self.watermark)
-        return Fed(kind, responses)
+        return Fed(kind, responses, offset_changes=self._offset_changes())
+
+    def _offset_changes(self) -> list[OffsetChange]:
+        changes = self.coordinator.drain_offset_changes()
+        for change in changes:
+            self._offsets[change.key] = change.line()
+        return changes
 
     @property
     def late_requests(self) -> int:
@@ -90,11 +106,12 @@ class ReplayDriver:
     def finish(self) -> Finished:
         """Fires every timer up to the final watermark and reports each group's final state."""
         responses = [] if self.watermark is None else self.coordinator.advance_to(self.watermark)
+        self._offset_changes()
         snapshots: dict[str, dict[str, Any]] = {}
         for group_id in self._groups:
             snapshot = self.coordinator.describe(group_id)
             snapshots[group_id] = tombstone(group_id) if snapshot is None else snapshot
-        return Finished(responses, snapshots)
+        return Finished(responses, snapshots, dict(sorted(self._offsets.items())))
 
 
 def _raw_bytes(record: Record) -> bytes:

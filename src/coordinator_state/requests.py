@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import binascii
 import json
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .errors import Error
-from .wire import INT32_MAX, INT32_MIN, SUPPORTED_VERSIONS, TICK, Api, is_utf8_encodable, response_key
+from .wire import INT32_MAX, INT32_MIN, SUPPORTED_VERSIONS, TICK, Api, is_utf8_encodable, response_key, routing_group_id
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # Event times must fit Spark's timestamps and Python's datetime: up to the end of year 9999.
 MAX_TIMESTAMP_MS = 253402300799999
 
@@ -102,8 +104,72 @@ class Invalid(NamedTuple):
     timestamp_ms: int | None
 
 
-Request = JoinGroup | SyncGroup | Heartbeat | LeaveGroup
-Parsed = Request | Tick | Invalid
+class CommitPartition(NamedTuple):
+    """One partition of an OffsetCommit (a named tuple: a commit carries many)."""
+
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int  # -1: none (and below v6)
+    commit_timestamp_ms: int  # v1 only; -1: the time the coordinator processes it
+    committed_metadata: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CommitTopic:
+    name: str
+    partitions: tuple[CommitPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommit:
+    reply: Reply
+    timestamp_ms: int
+    group_id: str
+    generation_id: int  # generation_id_or_member_epoch; -1 in v0
+    member_id: str  # "" in v0
+    group_instance_id: str | None  # v7+
+    retention_time_ms: int  # v2-4; -1: the broker's retention
+    topics: tuple[CommitTopic, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchTopic:
+    name: str
+    partition_indexes: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetch:
+    """One group's OffsetFetch: v0-7 as they are, v8+ with their one `groups` entry (PROTOCOL.md 8)."""
+
+    reply: Reply
+    timestamp_ms: int
+    group_id: str
+    topics: tuple[FetchTopic, ...] | None  # None: every committed offset
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeGroups:
+    """DescribeGroups of its one group (PROTOCOL.md 8)."""
+
+    reply: Reply
+    timestamp_ms: int
+    group_id: str
+    include_authorized_operations: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ListGroups:
+    """ListGroups: belongs to no group, so it is not a `Request` routed by group id."""
+
+    reply: Reply
+    timestamp_ms: int
+    states_filter: tuple[str, ...]
+    types_filter: tuple[str, ...]
+
+
+Request = JoinGroup | SyncGroup | Heartbeat | LeaveGroup | OffsetCommit | OffsetFetch | DescribeGroups
+Parsed = Request | ListGroups | Tick | Invalid
 
 
 class _Bad(Exception):
@@ -133,6 +199,20 @@ def _int32(value: Any, where: str) -> int:
         raise _Bad(f"{where}: expected an int32, got {_type_name(value)}")
     if not INT32_MIN <= value <= INT32_MAX:
         raise _Bad(f"{where}: {value} is outside the int32 range")
+    return value
+
+
+def _int64(value: Any, where: str) -> int:
+    if type(value) is not int:
+        raise _Bad(f"{where}: expected an int64, got {_type_name(value)}")
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise _Bad(f"{where}: {value} is outside the int64 range")
+    return value
+
+
+def _boolean(value: Any, where: str) -> bool:
+    if type(value) is not bool:
+        raise _Bad(f"{where}: expected a boolean, got {_type_name(value)}")
     return value
 
 
@@ -235,11 +315,11 @@ def parse_request(
         return _parse_envelope(obj, record_timestamp_ms, max_clock_skew_ms)
     except _Bad as bad:
         # Only now, for an answer and a dead letter: what can still be read of the routing, group and time.
-        return Invalid(str(bad), bad.error, _readable_reply(obj), _readable_group_id(obj),
+        return Invalid(str(bad), bad.error, _readable_reply(obj), routing_group_id(obj),
                        _readable_timestamp(obj, record_timestamp_ms))
 
 
-def _parse_envelope(obj: dict[str, Any], record_ts: int | None, max_skew: int | None) -> Request | Tick:
+def _parse_envelope(obj: dict[str, Any], record_ts: int | None, max_skew: int | None) -> Request | ListGroups | Tick:
     api: Any = obj.get("api")
     if api == TICK:
         return Tick(_envelope_timestamp(obj, record_ts, max_skew))
@@ -273,8 +353,17 @@ def _parse_envelope(obj: dict[str, Any], record_ts: int | None, max_skew: int | 
     body = obj.get("body")
     if type(body) is not dict:
         body = _object(_required(obj, "body", "envelope"), "body")
-    parsed: Request = _PARSERS[api](Reply(api, version, correlation_id, client_id, reply_to), timestamp,
-                                    client_host, body)
+    parsed: Request | ListGroups = _PARSERS[api](Reply(api, version, correlation_id, client_id, reply_to),
+                                                 timestamp, client_host, body)
+    return parsed
+
+
+def for_one_group(parsed: Parsed) -> Request | Tick | Invalid:
+    """A record as a per-group step sees it: ListGroups belongs to no group, so there it is invalid (PROTOCOL.md 8)."""
+    if isinstance(parsed, ListGroups):
+        return Invalid("ListGroups: no single group holds the answer, and the request topic is routed by group; "
+                       "ask a gateway (which answers it from the snapshot topic) or a LocalCoordinator",
+                       Error.INVALID_REQUEST, parsed.reply, None, parsed.timestamp_ms)
     return parsed
 
 
@@ -332,15 +421,6 @@ def _readable_reply(obj: dict[str, Any]) -> Reply | None:
     if type(version) is not int or not INT32_MIN <= version <= INT32_MAX:
         version = SUPPORTED_VERSIONS.get(api, (0, 0))[1] if "version" not in obj else -1
     return Reply(api, version, correlation_id, client_id, reply_to)
-
-
-def _readable_group_id(obj: dict[str, Any]) -> str | None:
-    body = obj.get("body")
-    if type(body) is dict:
-        group_id = body.get("group_id")
-        if type(group_id) is str and is_utf8_encodable(group_id):
-            return group_id
-    return None
 
 
 def _parse_join(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> JoinGroup:
@@ -418,9 +498,118 @@ def _parse_leave(reply: Reply, timestamp: int, client_host: str, body: dict[str,
     return LeaveGroup(reply, timestamp, group_id, entries)
 
 
+def _commit_partition(part: Any, v: int, at: str) -> CommitPartition:
+    """One partition of an OffsetCommit, every field validated (the slow path, which names what is wrong)."""
+    part = _object(part, at)
+    return CommitPartition(
+        partition_index=_int32(_required(part, "partition_index", at), f"{at}.partition_index"),
+        committed_offset=_int64(_required(part, "committed_offset", at), f"{at}.committed_offset"),
+        committed_leader_epoch=(_int32(part.get("committed_leader_epoch", -1), f"{at}.committed_leader_epoch")
+                                if v >= 6 else -1),
+        commit_timestamp_ms=_int64(part.get("commit_timestamp", -1), f"{at}.commit_timestamp") if v == 1 else -1,
+        committed_metadata=_nullable_string(part.get("committed_metadata"), f"{at}.committed_metadata"),
+    )
+
+
+def _parse_offset_commit(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> OffsetCommit:
+    v = reply.version
+    topics = []
+    for i, item in enumerate(_list(_required(body, "topics", "body"), "body.topics")):
+        where = f"body.topics[{i}]"
+        topic = _object(item, where)
+        partitions = []
+        for j, part in enumerate(_list(_required(topic, "partitions", where), f"{where}.partitions")):
+            # The hot path: well-formed partitions of v2+ pass these checks without calling the validators.
+            if type(part) is dict and v >= 2:
+                index, offset = part.get("partition_index"), part.get("committed_offset")
+                epoch = part.get("committed_leader_epoch", -1) if v >= 6 else -1
+                metadata = part.get("committed_metadata")
+                if (type(index) is int and INT32_MIN <= index <= INT32_MAX
+                        and type(offset) is int and INT64_MIN <= offset <= INT64_MAX
+                        and type(epoch) is int and INT32_MIN <= epoch <= INT32_MAX
+                        and (metadata is None or (type(metadata) is str and metadata.isascii()))):
+                    partitions.append(CommitPartition(index, offset, epoch, -1, metadata))
+                    continue
+            partitions.append(_commit_partition(part, v, f"{where}.partitions[{j}]"))
+        topics.append(CommitTopic(_string(_required(topic, "name", where), f"{where}.name"), tuple(partitions)))
+    return OffsetCommit(
+        reply, timestamp,
+        group_id=_string(_required(body, "group_id", "body"), "body.group_id"),
+        generation_id=(_int32(body.get("generation_id_or_member_epoch", -1), "body.generation_id_or_member_epoch")
+                       if v >= 1 else -1),
+        member_id=_string(_required(body, "member_id", "body"), "body.member_id") if v >= 1 else "",
+        group_instance_id=(_nullable_string(body.get("group_instance_id"), "body.group_instance_id")
+                           if v >= 7 else None),
+        retention_time_ms=_int64(body.get("retention_time_ms", -1), "body.retention_time_ms") if 2 <= v <= 4 else -1,
+        topics=tuple(topics),
+    )
+
+
+def _fetch_topics(value: Any, where: str, nullable: bool) -> tuple[FetchTopic, ...] | None:
+    if value is None and nullable:
+        return None
+    topics = []
+    for i, item in enumerate(_list(value, where)):
+        topic = _object(item, f"{where}[{i}]")
+        indexes = _list(_required(topic, "partition_indexes", f"{where}[{i}]"), f"{where}[{i}].partition_indexes")
+        topics.append(FetchTopic(
+            _string(_required(topic, "name", f"{where}[{i}]"), f"{where}[{i}].name"),
+            tuple(_int32(p, f"{where}[{i}].partition_indexes[{k}]") for k, p in enumerate(indexes)),
+        ))
+    return tuple(topics)
+
+
+def _one_group(body: dict[str, Any]) -> Any:
+    """The one entry of `groups`: this coordinator routes by group, so an envelope names one (PROTOCOL.md 8)."""
+    groups = _list(_required(body, "groups", "body"), "body.groups")
+    if len(groups) != 1:
+        raise _Bad(f"body.groups: exactly one group per envelope, got {len(groups)} (send one envelope per group)")
+    return groups[0]
+
+
+def _parse_offset_fetch(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> OffsetFetch:
+    v = reply.version
+    if v >= 7:
+        _boolean(body.get("require_stable", False), "body.require_stable")
+    if v <= 7:
+        topics_value = _required(body, "topics", "body") if v <= 1 else body.get("topics")
+        return OffsetFetch(reply, timestamp, _string(_required(body, "group_id", "body"), "body.group_id"),
+                           _fetch_topics(topics_value, "body.topics", nullable=v >= 2))
+    group = _object(_one_group(body), "body.groups[0]")
+    if v >= 9:
+        _nullable_string(group.get("member_id"), "body.groups[0].member_id")
+        _int32(group.get("member_epoch", -1), "body.groups[0].member_epoch")
+    return OffsetFetch(reply, timestamp,
+                       _string(_required(group, "group_id", "body.groups[0]"), "body.groups[0].group_id"),
+                       _fetch_topics(group.get("topics"), "body.groups[0].topics", nullable=True))
+
+
+def _parse_describe(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> DescribeGroups:
+    include = (_boolean(body.get("include_authorized_operations", False), "body.include_authorized_operations")
+               if reply.version >= 3 else False)
+    return DescribeGroups(reply, timestamp, _string(_one_group(body), "body.groups[0]"), include)
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    return tuple(_string(item, f"{where}[{i}]") for i, item in enumerate(_list(value, where)))
+
+
+def _parse_list(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> ListGroups:
+    v = reply.version
+    return ListGroups(
+        reply, timestamp,
+        states_filter=_strings(body.get("states_filter", []), "body.states_filter") if v >= 4 else (),
+        types_filter=_strings(body.get("types_filter", []), "body.types_filter") if v >= 5 else (),
+    )
+
+
 _PARSERS: dict[str, Any] = {
     Api.JOIN_GROUP: _parse_join,
     Api.SYNC_GROUP: _parse_sync,
     Api.HEARTBEAT: _parse_heartbeat,
     Api.LEAVE_GROUP: _parse_leave,
+    Api.OFFSET_COMMIT: _parse_offset_commit,
+    Api.OFFSET_FETCH: _parse_offset_fetch,
+    Api.DESCRIBE_GROUPS: _parse_describe,
+    Api.LIST_GROUPS: _parse_list,
 }

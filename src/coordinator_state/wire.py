@@ -29,6 +29,7 @@ __all__ = [
     "latest_version",
     "request_envelope",
     "response_key",
+    "routing_group_id",
     "tick_envelope",
     "tombstone",
 ]
@@ -47,18 +48,25 @@ class Api(StrEnum):
     SYNC_GROUP = "SyncGroup"
     HEARTBEAT = "Heartbeat"
     LEAVE_GROUP = "LeaveGroup"
+    OFFSET_COMMIT = "OffsetCommit"
+    OFFSET_FETCH = "OffsetFetch"
+    DESCRIBE_GROUPS = "DescribeGroups"
+    LIST_GROUPS = "ListGroups"
 
 
 # The clock record of PROTOCOL.md section 2: moves the watermark, belongs to no group, gets no answer.
 TICK = "Tick"
 
-# Supported versions per API, lowest and highest (PROTOCOL.md section 2). Section 8's OffsetCommit 0-9,
-# OffsetFetch 0-9, DescribeGroups 0-5 and ListGroups 0-5 join this table (and `Api`) with their handlers.
+# Supported versions per API, lowest and highest (PROTOCOL.md sections 2 and 8).
 SUPPORTED_VERSIONS: dict[str, tuple[int, int]] = {
     Api.JOIN_GROUP: (0, 9),
     Api.SYNC_GROUP: (0, 5),
     Api.HEARTBEAT: (0, 4),
     Api.LEAVE_GROUP: (0, 5),
+    Api.OFFSET_COMMIT: (0, 9),
+    Api.OFFSET_FETCH: (0, 9),
+    Api.DESCRIBE_GROUPS: (0, 5),
+    Api.LIST_GROUPS: (0, 5),
 }
 
 # How a response finds its request: (reply_to, correlation_id).
@@ -113,6 +121,20 @@ def response_key(envelope: Mapping[str, Any]) -> ResponseKey | None:
     if type(reply_to) is not str or not is_utf8_encodable(reply_to):
         return None
     return (reply_to, correlation_id)
+
+
+def routing_group_id(envelope: Mapping[str, Any]) -> str | None:
+    """The group a request belongs to, by which it is keyed and routed: the body's `group_id`, or the id
+    of its one `groups` entry (OffsetFetch v8+, DescribeGroups: one group per envelope, PROTOCOL.md 8).
+    None when there is none to read (ListGroups, a Tick, a malformed record)."""
+    body = envelope.get("body")
+    if type(body) is not dict:
+        return None
+    group_id = body.get("group_id")
+    groups = body.get("groups")
+    if group_id is None and type(groups) is list and len(groups) == 1:
+        group_id = groups[0].get("group_id") if type(groups[0]) is dict else groups[0]
+    return group_id if type(group_id) is str and is_utf8_encodable(group_id) else None
 
 
 def is_utf8_encodable(text: str) -> bool:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from coordinator_state import SIMULATION_EPOCH_MS
-from group_client.consumer_protocol import (
+from coordinator_state.consumer_protocol import (
     Assignment,
     Subscription,
     decode_assignment,

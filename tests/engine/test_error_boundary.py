@@ -131,4 +131,5 @@ def test_a_failed_request_that_created_its_group_leaves_it_created_and_empty(fau
 
 
 def test_the_handlers_table_covers_every_api() -> None:
-    assert set(HANDLERS) == set(Api)
+    # ListGroups belongs to no group: LocalCoordinator answers it from every group's snapshot.
+    assert set(HANDLERS) == set(Api) - {Api.LIST_GROUPS}

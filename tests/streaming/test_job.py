@@ -2,7 +2,7 @@
 
 Every test compares what the job wrote with `replay_local` of the same traffic: the responses keyed by
 (reply_to, correlation_id) with exact duplicates dropped (the sink is at-least-once), the last snapshot
-of every group, and the dead letters.
+of every group, the last value of every committed offset, and the dead letters.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from coordinator_cli import main
 from coordinator_state import Invalid, ResponseKey, decode_record, parse_raw, response_key, tick_envelope, to_json
 from streaming.kafka_source import log_end_offsets
 from streaming.live_job import ensure_topics, start_query
-from streaming.replay import ReplayResult, replay_local, replay_spark, tombstone
+from streaming.replay import ReplayResult, offset_tombstone, replay_local, replay_spark, tombstone
 from streaming.settings import load_settings
 from tests.traffic import HOSTILE, build_traffic, write_traffic
 
@@ -48,6 +48,7 @@ def keyed(responses: list[str]) -> dict[ResponseKey, str]:
 def assert_same(actual: ReplayResult, expected: ReplayResult) -> None:
     assert keyed(actual.responses) == keyed(expected.responses)
     assert actual.snapshots == expected.snapshots
+    assert actual.offsets == expected.offsets
     assert sorted(actual.dead_letters) == sorted(expected.dead_letters)
 
 
@@ -63,6 +64,10 @@ def test_spark_replay_in_small_batches_equals_the_local_replay(spark: SparkSessi
     settings = load_settings()
     expected = replay_local(full_traffic, settings)
     assert len(expected.snapshots) >= 2 and expected.dead_letters
+    assert expected.offsets  # the simulated consumers commit
+    # The admin's commits to "ledger": one stays, one expires.
+    ledger = [json.loads(line) for key, line in expected.offsets.items() if key.startswith("ledger/")]
+    assert [line.get("tombstone", False) for line in ledger] == [False, True]
     actual = replay_spark(write_traffic(tmp_path / "traffic.jsonl", full_traffic), settings, 20, None, None)
     assert_same(actual, expected)
 
@@ -154,6 +159,7 @@ class Cluster:
             f"coordinator.responses.topic={unique('responses')}",
             f"coordinator.snapshots.topic={unique('snapshots')}",
             f"coordinator.dead.letters.topic={unique('dead-letters')}",
+            f"coordinator.offsets.topic={unique('offsets')}",
             # Requests of different groups sit in different partitions and Spark's watermark is global, so
             # a backlog read unevenly across partitions would make some requests late. Each half of the
             # recorded traffic is read in one batch here; replays exercise small batches (one partition).
@@ -194,7 +200,7 @@ class Cluster:
 
     def result(self) -> ReplayResult:
         return as_result(self.read("coordinator.responses.topic"), self.read("coordinator.snapshots.topic"),
-                         self.read("coordinator.dead.letters.topic"))
+                         self.read("coordinator.dead.letters.topic"), self.read("coordinator.offsets.topic"))
 
     def close(self) -> None:
         self.producer.close()
@@ -202,7 +208,8 @@ class Cluster:
             tail.close()
 
 
-def as_result(responses: list[Record], snapshots: list[Record], dead_letters: list[Record]) -> ReplayResult:
+def as_result(responses: list[Record], snapshots: list[Record], dead_letters: list[Record],
+              offsets: list[Record]) -> ReplayResult:
     """What the job wrote to its topics, as a replay's result."""
     result = ReplayResult()
     result.responses = [value for _, value in responses if value]
@@ -211,6 +218,10 @@ def as_result(responses: list[Record], snapshots: list[Record], dead_letters: li
         assert key is not None
         # Per group, the snapshot topic is in order (one partition per key); keep the last.
         result.snapshots[key] = tombstone(key) if value is None else value
+    for key, value in offsets:
+        assert key is not None
+        result.offsets[key] = offset_tombstone(key) if value is None else value  # likewise per offset
+    result.offsets = dict(sorted(result.offsets.items()))
     return result
 
 
@@ -277,7 +288,7 @@ def test_a_killed_job_restarted_on_its_checkpoint_answers_every_request(
     processes), killed with SIGKILL (every JVM included) mid-run, then restarted: nothing accepted is lost."""
     overrides = [item for key in ("coordinator.requests.topic", "coordinator.responses.topic",
                                   "coordinator.snapshots.topic", "coordinator.dead.letters.topic",
-                                  "coordinator.max.records.per.batch")
+                                  "coordinator.offsets.topic", "coordinator.max.records.per.batch")
                  for item in ("--set", f"{key}={cluster.settings[key]}")]
     # The recorded traffic carries its own clock: no wall-clock ticks from the job during this test.
     command = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local-cluster[2,1,1024]", str(SUBMIT),
@@ -309,7 +320,7 @@ def test_a_killed_job_restarted_on_its_checkpoint_answers_every_request(
         job = start()
         cluster.end_of_input(full_traffic)
         wait_until(lambda: answered() == len(expected)
-                   and as_result(responses.records, snapshots.records, []).snapshots == local.snapshots,
+                   and as_result(responses.records, snapshots.records, [], []).snapshots == local.snapshots,
                    [responses, snapshots], 300, "every request to be answered and every group's final snapshot")
     finally:
         os.killpg(job.pid, signal.SIGKILL)
@@ -317,3 +328,4 @@ def test_a_killed_job_restarted_on_its_checkpoint_answers_every_request(
     assert before < len(expected)
     actual = cluster.result()
     assert keyed(actual.responses) == expected
+    assert actual.offsets == local.offsets

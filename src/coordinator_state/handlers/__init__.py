@@ -14,19 +14,33 @@ from typing import Any
 
 from ..group import Group
 from ..requests import Request
+from ..responses import Response
 from ..wire import Api
+from . import describe_groups, offset_commit, offset_fetch
 from .heartbeat import handle_heartbeat
 from .join_group import handle_join_group
 from .leave_group import handle_leave_group
 from .sync_group import handle_sync_group
 
 Handler = Callable[[Group, Any, int], None]
+# The answer for a group that does not exist, or None when the request creates the group, for the APIs
+# whose answer is their own (the membership APIs' absent-group answers are in engine.py).
+AbsentGroupAnswer = Callable[[Any, int], Response | None]
 
 HANDLERS: dict[str, Handler] = {
     Api.JOIN_GROUP: handle_join_group,
     Api.SYNC_GROUP: handle_sync_group,
     Api.HEARTBEAT: handle_heartbeat,
     Api.LEAVE_GROUP: handle_leave_group,
+    Api.OFFSET_COMMIT: offset_commit.handle_offset_commit,
+    Api.OFFSET_FETCH: offset_fetch.handle_offset_fetch,
+    Api.DESCRIBE_GROUPS: describe_groups.handle_describe_groups,
+}
+
+ABSENT_GROUP_ANSWERS: dict[str, AbsentGroupAnswer] = {
+    Api.OFFSET_COMMIT: offset_commit.absent_group,
+    Api.OFFSET_FETCH: offset_fetch.absent_group,
+    Api.DESCRIBE_GROUPS: describe_groups.absent_group,
 }
 
 
@@ -38,4 +52,4 @@ def apply_request(group: Group, request: Request, t: int) -> None:
     group.fire_due(t)  # timers the request scheduled with a zero delay (SEMANTICS.md T3)
 
 
-__all__ = ["HANDLERS", "Handler", "apply_request"]
+__all__ = ["ABSENT_GROUP_ANSWERS", "HANDLERS", "AbsentGroupAnswer", "Handler", "apply_request"]
