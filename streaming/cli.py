@@ -1,7 +1,7 @@
 """`coordinator`: the command line of the Spark group coordinator.
 
 Subcommands: run (the streaming job), broker (the embedded Kafka-compatible broker), replay, diff,
-record, chaos, bench. Each is a thin shell over a module; `coordinator SUBCOMMAND --help` explains it.
+record, chaos, bench, gateway. Each is a thin shell over a module; `coordinator SUBCOMMAND --help` explains it.
 """
 
 from __future__ import annotations
@@ -270,6 +270,14 @@ def build_parser() -> argparse.ArgumentParser:
                                             "reports rebalances, assignment changes and unanswered requests.")
     add_chaos_arguments(chaos)
     chaos.set_defaults(handler=chaos_main)
+
+    import kafka_gateway.cli
+
+    gateway = commands.add_parser("gateway", help="let unmodified Kafka clients use this coordinator",
+                                  description=kafka_gateway.cli.DESCRIPTION)
+    kafka_gateway.cli.add_arguments(gateway)
+    _settings_arguments(gateway)
+    gateway.set_defaults(handler=lambda args: kafka_gateway.cli.run(args, _load(args)))
     return parser
 
 
