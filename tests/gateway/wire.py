@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
 from typing import Any
 
@@ -77,3 +78,29 @@ def answer(request_envelope: dict[str, Any], body: dict[str, Any], reply_to: str
     return {"api": request_envelope["api"], "version": request_envelope["version"],
             "correlation_id": request_envelope["correlation_id"], "client_id": request_envelope["client_id"],
             "reply_to": reply_to, "group_id": None, "timestamp_ms": request_envelope["timestamp_ms"], "body": body}
+
+
+class RawClient:
+    """A blocking socket speaking the Kafka wire with kafka.protocol messages, one request at a time."""
+
+    def __init__(self, address: str, timeout_s: float = 10.0) -> None:
+        host, port = address.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+        self.splitter = FrameSplitter()
+        self.frames: list[bytes] = []
+        self.correlation_id = 0
+
+    def call(self, api_key: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        self.correlation_id += 1
+        self.sock.sendall(request(api_key, version, self.correlation_id, body))
+        while not self.frames:
+            data = self.sock.recv(65536)
+            if not data:
+                raise ConnectionError("the gateway closed the connection")
+            self.frames += self.splitter.feed(data)
+        message = response_class(api_key).decode(self.frames.pop(0), version=version, header=True)
+        assert message.header.correlation_id == self.correlation_id
+        return message_to_body(message, version)
+
+    def close(self) -> None:
+        self.sock.close()
