@@ -9,27 +9,26 @@ import sys
 import time
 from typing import Any
 
-from coordinator_state import LocalCoordinator
+from coordinator_state import SIMULATION_EPOCH_MS as EPOCH_MS
+from coordinator_state import LocalCoordinator, request_envelope
 
-EPOCH_MS = 1_700_000_000_000
 META = base64.b64encode(b"consumer-metadata").decode()
 
 
 def _join(group: str, client: str, instance: str | None, t: int, correlation_id: int) -> dict[str, Any]:
-    return {"api": "JoinGroup", "version": 9, "correlation_id": correlation_id, "client_id": client,
-            "reply_to": client, "timestamp_ms": t,
-            "body": {"group_id": group, "session_timeout_ms": 30000, "rebalance_timeout_ms": 60000,
-                     "member_id": "", "group_instance_id": instance, "protocol_type": "consumer",
-                     "protocols": [{"name": "range", "metadata": META}], "reason": None}}
+    body = {"group_id": group, "session_timeout_ms": 30000, "rebalance_timeout_ms": 60000, "member_id": "",
+            "group_instance_id": instance, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": META}], "reason": None}
+    return request_envelope("JoinGroup", body, version=9, correlation_id=correlation_id, client_id=client,
+                            reply_to=client, timestamp_ms=t)
 
 
 def _sync(group: str, client: str, member: str, instance: str | None, generation: int, t: int,
           assignments: list[dict[str, str]]) -> dict[str, Any]:
-    return {"api": "SyncGroup", "version": 5, "correlation_id": 2, "client_id": client, "reply_to": client,
-            "timestamp_ms": t,
-            "body": {"group_id": group, "generation_id": generation, "member_id": member,
-                     "group_instance_id": instance, "protocol_type": "consumer", "protocol_name": "range",
-                     "assignments": assignments}}
+    body = {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": instance,
+            "protocol_type": "consumer", "protocol_name": "range", "assignments": assignments}
+    return request_envelope("SyncGroup", body, version=5, correlation_id=2, client_id=client, reply_to=client,
+                            timestamp_ms=t)
 
 
 def _stable_groups(coord: LocalCoordinator, groups: int, members: int, t: int) -> dict[str, list[tuple[str, str]]]:
@@ -67,10 +66,9 @@ def bench_heartbeats(groups: int, members: int, rounds: int) -> dict[str, float]
         t = t0 + r * 3000
         for group, clients in ids.items():
             for client, member in clients:
-                requests.append({"api": "Heartbeat", "version": 4, "correlation_id": 10 + r, "client_id": client,
-                                 "reply_to": client, "timestamp_ms": t,
-                                 "body": {"group_id": group, "generation_id": 1, "member_id": member,
-                                          "group_instance_id": None}})
+                body = {"group_id": group, "generation_id": 1, "member_id": member, "group_instance_id": None}
+                requests.append(request_envelope("Heartbeat", body, version=4, correlation_id=10 + r,
+                                                 client_id=client, reply_to=client, timestamp_ms=t))
     errors = 0
     start = time.perf_counter()
     for request in requests:

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coordinator_state import Invalid, LocalCoordinator, Tick, dead_letter, invalid_response, parse_raw, to_json
+from coordinator_state import ReplayDriver, to_json
+from coordinator_state import tombstone as tombstone_record
 
 from .file_source import split_lines
 from .settings import engine_config
@@ -34,38 +35,25 @@ class ReplayResult:
 
 
 def tombstone(group_id: str) -> str:
-    return to_json({"group_id": group_id, "tombstone": True})
+    return to_json(tombstone_record(group_id))
 
 
 def replay_local(lines: Sequence[bytes], settings: Mapping[str, Any], progress: Progress | None = None) -> ReplayResult:
-    """Record by record: after each record the watermark is the largest event time so far minus the lateness."""
-    coordinator = LocalCoordinator(engine_config(settings))
-    lateness = int(settings["coordinator.lateness.ms"])
+    """Record by record through the engine's replay driver (PROTOCOL.md section 5's local clock rule)."""
+    driver = ReplayDriver(engine_config(settings))
     result = ReplayResult()
-    existed: dict[str, None] = {}
-    high: int | None = None
     for number, raw in enumerate(lines, start=1):
-        parsed = parse_raw(raw)
-        if isinstance(parsed, Invalid):
-            result.counts["dead_letters"] += 1
-            result.dead_letters.append(to_json(dead_letter(f"file:{number}", raw, parsed.reason)))
-            answer = invalid_response(parsed)
-            if answer is not None:
-                result.responses.append(to_json(answer))
-            continue
-        result.counts["ticks" if isinstance(parsed, Tick) else "requests"] += 1
-        responses = coordinator.process(parsed)
-        if not isinstance(parsed, Tick) and parsed.group_id in coordinator.groups:
-            existed[parsed.group_id] = None
-        high = parsed.timestamp_ms if high is None else max(high, parsed.timestamp_ms)
-        responses += coordinator.advance_to(high - lateness)
-        result.responses += map(to_json, responses)
+        fed = driver.feed(raw, f"file:{number}")
+        if fed.dead_letter is not None:
+            result.dead_letters.append(to_json(fed.dead_letter))
+        result.responses += map(to_json, fed.responses)
         if progress is not None and number % 1000 == 0:
             progress(number, len(lines))
-    for group_id in existed:
-        snapshot = coordinator.describe(group_id)
-        result.snapshots[group_id] = tombstone(group_id) if snapshot is None else to_json(snapshot)
-    result.counts["late_requests"] = coordinator.counters["late_requests"]
+    finished = driver.finish()
+    result.responses += map(to_json, finished.responses)
+    result.snapshots = {group_id: to_json(snapshot) for group_id, snapshot in finished.snapshots.items()}
+    result.counts.update(driver.counts)
+    result.counts["late_requests"] = driver.late_requests
     return result
 
 

@@ -12,21 +12,43 @@ from .errors import Error
 from .group import Group
 from .local import LocalCoordinator
 from .model import GroupState
-from .records import dead_letter, to_json
+from .records import dead_letter, reject, to_json
+from .replay_driver import Fed, Finished, ReplayDriver
 from .requests import Invalid, Request, Tick, decode_record, parse_raw, parse_request
 from .responses import invalid_response
+from .wire import (
+    SIMULATION_EPOCH_MS,
+    SUPPORTED_VERSIONS,
+    TICK,
+    Api,
+    ResponseKey,
+    is_tombstone,
+    latest_version,
+    request_envelope,
+    response_key,
+    tick_envelope,
+    tombstone,
+)
 
 __all__ = [
     "DEFAULTS",
+    "SIMULATION_EPOCH_MS",
+    "SUPPORTED_VERSIONS",
+    "TICK",
+    "Api",
     "ConfigError",
     "EngineConfig",
     "Error",
+    "Fed",
+    "Finished",
     "Group",
     "GroupOutcome",
     "GroupState",
     "Invalid",
     "LocalCoordinator",
+    "ReplayDriver",
     "Request",
+    "ResponseKey",
     "StateFormatError",
     "Tick",
     "dead_letter",
@@ -35,8 +57,15 @@ __all__ = [
     "encode_group",
     "handle_in_group",
     "invalid_response",
+    "is_tombstone",
+    "latest_version",
     "parse_raw",
     "parse_request",
+    "reject",
+    "request_envelope",
+    "response_key",
     "run_group",
+    "tick_envelope",
     "to_json",
+    "tombstone",
 ]

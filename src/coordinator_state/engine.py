@@ -17,10 +17,20 @@ from .codec import decode_group, encode_group
 from .config import EngineConfig
 from .errors import Error
 from .group import Group
-from .requests import JoinGroup, LeaveGroup, Request, SyncGroup
+from .handlers import describe_groups, offset_commit, offset_fetch
+from .offsets import OffsetChange
+from .requests import DescribeGroups, JoinGroup, LeaveGroup, OffsetCommit, OffsetFetch, Request, SyncGroup
 from .responses import Response, envelope, error_response_body, leave_body
 
 log = logging.getLogger(__name__)
+
+Group._HANDLERS.update({
+    OffsetCommit: offset_commit.handle_offset_commit,
+    OffsetFetch: offset_fetch.handle_offset_fetch,
+    DescribeGroups: describe_groups.handle_describe_groups,
+})
+# The APIs for which "" is a group id like any other (GroupCoordinatorService refuses only null).
+_EMPTY_GROUP_ID_ALLOWED = (OffsetCommit, OffsetFetch, DescribeGroups)
 
 
 def _precheck(req: Request, config: EngineConfig) -> Error | None:
@@ -28,7 +38,7 @@ def _precheck(req: Request, config: EngineConfig) -> Error | None:
     if isinstance(req, SyncGroup) and req.reply.version >= 5 and (
             req.protocol_type is None or req.protocol_name is None):
         return Error.INCONSISTENT_GROUP_PROTOCOL
-    if req.group_id == "":
+    if req.group_id == "" and not isinstance(req, _EMPTY_GROUP_ID_ALLOWED):
         return Error.INVALID_GROUP_ID
     if isinstance(req, JoinGroup) and not (
             config.min_session_timeout_ms <= req.session_timeout_ms <= config.max_session_timeout_ms):
@@ -41,8 +51,16 @@ def _error_response(req: Request, t: int, error: Error) -> Response:
     return envelope(req.reply, req.group_id, t, error_response_body(req.reply.api, req.reply.version, error, member_id))
 
 
-def _absent_group_response(req: Request, t: int) -> Response:
-    """The answer to a request for a group that does not exist (and that does not create one)."""
+def _absent_group_response(req: Request, t: int) -> Response | None:
+    """The answer to a request for a group that does not exist, or None when the request creates it."""
+    if isinstance(req, JoinGroup) and req.member_id == "":
+        return None
+    if isinstance(req, OffsetCommit):
+        return offset_commit.absent_group(req, t)
+    if isinstance(req, OffsetFetch):
+        return offset_fetch.absent_group(req, t)
+    if isinstance(req, DescribeGroups):
+        return describe_groups.absent_group(req, t)
     if isinstance(req, LeaveGroup):
         entries = [(e.member_id, e.group_instance_id, Error.UNKNOWN_MEMBER_ID) for e in req.members]
         top = Error.NONE if req.reply.version >= 3 else Error.UNKNOWN_MEMBER_ID
@@ -51,24 +69,27 @@ def _absent_group_response(req: Request, t: int) -> Response:
 
 
 def handle_in_group(
-    group: Group | None, req: Request, now: int, config: EngineConfig
+    group: Group | None, req: Request, now: int, config: EngineConfig, changes: list[OffsetChange] | None = None,
 ) -> tuple[Group | None, list[Response]]:
     """Processes one request at `now` (its time, or later if the coordinator's clock is past it).
 
     Returns the group afterwards (None when it does not exist or was removed) and every response the
-    call decided, timers that came due first included.
+    call decided, timers that came due first included. Offset changes go to `changes`, in order.
     """
+    out = [] if changes is None else changes
     responses: list[Response] = []
     if group is not None:
         now = max(now, group.clock)  # the group's clock never goes back
         group.fire_due(now)  # timers due at or before the request fire first (SEMANTICS.md T2)
         responses += group.drain()
+        out += group.drain_offset_changes()
         if group.removed:
             group = None
     error = _precheck(req, config)
     if error is None and group is None:
-        if not (isinstance(req, JoinGroup) and req.member_id == ""):
-            responses.append(_absent_group_response(req, now))
+        absent = _absent_group_response(req, now)
+        if absent is not None:
+            responses.append(absent)
             return None, responses
         group = Group.create(req.group_id, now, config)
     if error is not None:
@@ -80,9 +101,11 @@ def handle_in_group(
     except Exception:  # the one boundary where an engine bug becomes an answer, never a crash
         log.exception("engine error on %s for group %r", req.reply.api, req.group_id)
         group.drain()
+        group.drain_offset_changes()
         responses.append(_error_response(req, now, Error.UNKNOWN_SERVER_ERROR))
         return group, responses
     responses += group.drain()
+    out += group.drain_offset_changes()
     return (None if group.removed else group), responses
 
 
@@ -96,6 +119,7 @@ class GroupOutcome:
     tombstone: bool = False
     next_deadline: int | None = None
     late_requests: int = 0
+    offset_changes: list[OffsetChange] = field(default_factory=list)  # for the offsets topic, in order
 
 
 def run_group(
@@ -113,23 +137,25 @@ def run_group(
     start_version = -1 if group is None else group.version
     existed = group is not None
     responses: list[Response] = []
+    changes: list[OffsetChange] = []
     late = 0
     if group is not None:
         group.fire_due(watermark_ms)
         responses += group.drain()
+        changes += group.drain_offset_changes()
         if group.removed:
             group = None
     for req in requests:
         if req.timestamp_ms < watermark_ms:
             late += 1
         before = group
-        group, out = handle_in_group(group, req, max(req.timestamp_ms, watermark_ms), config)
+        group, out = handle_in_group(group, req, max(req.timestamp_ms, watermark_ms), config, changes)
         responses += out
         if group is not None and group is not before:
             existed = True
             start_version = -1  # a group created in this call is new whatever its version
     if group is None:
-        return GroupOutcome(None, responses, tombstone=existed, late_requests=late)
+        return GroupOutcome(None, responses, tombstone=existed, late_requests=late, offset_changes=changes)
     changed = group.version != start_version
     return GroupOutcome(
         encode_group(group),
@@ -137,4 +163,5 @@ def run_group(
         snapshot=group.snapshot() if changed else None,
         next_deadline=group.next_deadline(),
         late_requests=late,
+        offset_changes=changes,
     )

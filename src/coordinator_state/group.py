@@ -25,8 +25,10 @@ from typing import Any, ClassVar
 from .config import EngineConfig
 from .errors import Error
 from .model import VALID_PREVIOUS_STATES, GroupState, IllegalTransition, Member
+from .offsets import CommittedOffset, ExpiryCondition, OffsetChange, OffsetStore, expiry_condition
 from .requests import Heartbeat, JoinGroup, LeaveGroup, Reply, Request, SyncGroup
 from .responses import Response, envelope, error_body, join_body, leave_body, sync_body
+from .subscriptions import subscribed_topics
 from .timers import Timer, TimerKind, Timers
 
 # Kafka's fixed timeout for a new member to complete its first join (GroupCoordinator's
@@ -68,6 +70,12 @@ class Group:
         self.awaiting_join = 0
         self.protocol_counts: dict[str, int] = {}
         self._dirty = False
+        # Offsets (docs/OFFSETS_AND_LISTING.md): not in the snapshot, so they never mark it dirty.
+        self.offsets = OffsetStore()
+        self.offset_changes: list[OffsetChange] = []
+        self.state_since_ms = created_ms
+        self.subscribed_topics: frozenset[str] | None = None
+        self._expiry_moved = False
 
     @classmethod
     def create(cls, group_id: str, t: int, config: EngineConfig) -> Group:
@@ -105,6 +113,9 @@ class Group:
         return out
 
     def _end_event(self, t: int) -> None:
+        if self._expiry_moved:
+            self._expiry_moved = False
+            self._reschedule_offset_expiry()
         if self._dirty:
             self._dirty = False
             self.version += 1
@@ -128,7 +139,9 @@ class Group:
                 self._complete_join(t)
         elif kind is TimerKind.SYNC:
             self._pending_sync_expiry(timer.payload[0], t)
-        elif self.state is EMPTY:  # RETENTION
+        elif kind is TimerKind.OFFSETS:
+            self._expire_offsets(t)
+        elif self.state is EMPTY and not self.offsets:  # RETENTION: a group with offsets goes with its last one
             self.removed = True
             self._touch()
 
@@ -362,10 +375,12 @@ class Group:
         self._touch()
         if not self.members:
             self.protocol_name = None
+            self._compute_subscribed_topics()
             self._transition_to(EMPTY)
             self.timers.schedule(TimerKind.RETENTION, "", t + self.config.empty_group_retention_ms)
             return
         self.protocol_name = self._select_protocol()
+        self._compute_subscribed_topics()
         self._transition_to(COMPLETING)
         leader = self.leader or ""
         for member in self.members.values():
@@ -415,7 +430,50 @@ class Group:
             raise IllegalTransition(f"group {self.group_id!r}: {self.state.value} -> {state.value}")
         self.previous_state = self.state
         self.state = state
+        self.state_since_ms = self.clock
+        self._expiry_moved = True
         self._touch()
+
+    # ------------------------------------------------------------------ offsets (OFFSETS_AND_LISTING.md 9)
+
+    def commit_offset(self, topic: str, partition: int, value: CommittedOffset) -> None:
+        """Stores one committed offset and records the change for the offsets topic."""
+        self.offsets.put(topic, partition, value)
+        self.offset_changes.append(OffsetChange(self.group_id, topic, partition, value))
+        self._expiry_moved = True
+
+    def drain_offset_changes(self) -> list[OffsetChange]:
+        changes, self.offset_changes = self.offset_changes, []
+        return changes
+
+    def _expiry_condition(self) -> ExpiryCondition | None:
+        return expiry_condition(self.state, self.protocol_type, self.state_since_ms, self.subscribed_topics,
+                                self.config.offsets_retention_ms)
+
+    def _reschedule_offset_expiry(self) -> None:
+        deadline = self.offsets.next_deadline(self._expiry_condition())
+        timer = self.timers.get(TimerKind.OFFSETS)
+        if deadline is None:
+            self.timers.cancel(TimerKind.OFFSETS)
+        elif timer is None or timer.deadline != deadline:
+            self.timers.schedule(TimerKind.OFFSETS, "", deadline)
+
+    def _expire_offsets(self, t: int) -> None:
+        """OffsetExpiry (9.3): drop what expired by t; an Empty group whose last offset went is removed."""
+        for topic, partition in self.offsets.expire(self._expiry_condition(), t):
+            self.offset_changes.append(OffsetChange(self.group_id, topic, partition, None))
+        self._expiry_moved = True
+        if self.state is EMPTY and not self.offsets:
+            self.removed = True
+            self._touch()
+
+    def _compute_subscribed_topics(self) -> None:
+        """ClassicGroup.computeSubscribedTopics, at the end of every join phase (9.2)."""
+        if self.protocol_type != "consumer":
+            self.subscribed_topics = None
+        else:
+            name = self.protocol_name
+            self.subscribed_topics = subscribed_topics(m.metadata_for(name) for m in self.members.values())
 
     # ------------------------------------------------------------------ timers (section 2)
 
@@ -630,6 +688,9 @@ class Group:
             "timestamp_ms": self.changed_at,
             "version": self.version,
         }
+
+    validate_member = _validate_member
+    schedule_session = _schedule_session
 
     _HANDLERS: ClassVar[dict[type, Callable[[Group, Any, int], None]]] = {
         JoinGroup: _join,

@@ -15,14 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import Error
+from .wire import INT32_MAX, INT32_MIN, SUPPORTED_VERSIONS, TICK, Api, is_utf8_encodable, response_key
 
-SUPPORTED_VERSIONS: dict[str, tuple[int, int]] = {
-    "JoinGroup": (0, 9),
-    "SyncGroup": (0, 5),
-    "Heartbeat": (0, 4),
-    "LeaveGroup": (0, 5),
-}
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # Event times must fit Spark's timestamps and Python's datetime: up to the end of year 9999.
 MAX_TIMESTAMP_MS = 253402300799999
 
@@ -115,8 +110,71 @@ class Invalid:
     timestamp_ms: int | None
 
 
-Request = JoinGroup | SyncGroup | Heartbeat | LeaveGroup
-Parsed = Request | Tick | Invalid
+@dataclass(frozen=True, slots=True)
+class CommitPartition:
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int  # -1: none (and below v6)
+    commit_timestamp_ms: int  # v1 only; -1: the time the coordinator processes it
+    committed_metadata: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CommitTopic:
+    name: str
+    partitions: tuple[CommitPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommit:
+    reply: Reply
+    timestamp_ms: int
+    group_id: str
+    generation_id: int  # generation_id_or_member_epoch; -1 in v0
+    member_id: str  # "" in v0
+    group_instance_id: str | None  # v7+
+    retention_time_ms: int  # v2-4; -1: the broker's retention
+    topics: tuple[CommitTopic, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchTopic:
+    name: str
+    partition_indexes: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetch:
+    """One group's OffsetFetch: v0-7 as they are, v8+ with their one `groups` entry (PROTOCOL.md 8)."""
+
+    reply: Reply
+    timestamp_ms: int
+    group_id: str
+    topics: tuple[FetchTopic, ...] | None  # None: every committed offset
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeGroups:
+    """DescribeGroups of its one group (PROTOCOL.md 8)."""
+
+    reply: Reply
+    timestamp_ms: int
+    group_id: str
+    include_authorized_operations: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ListGroups:
+    """ListGroups: belongs to no group, so it is not a `Request` routed by group id."""
+
+    reply: Reply
+    timestamp_ms: int
+    states_filter: tuple[str, ...]
+    types_filter: tuple[str, ...]
+
+
+Request = JoinGroup | SyncGroup | Heartbeat | LeaveGroup | OffsetCommit | OffsetFetch | DescribeGroups
+Parsed = Request | ListGroups | Tick | Invalid
 
 
 class _Bad(Exception):
@@ -126,11 +184,8 @@ class _Bad(Exception):
 def _string(value: Any, where: str) -> str:
     if type(value) is not str:
         raise _Bad(f"{where}: expected a string, got {_type_name(value)}")
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise _Bad(f"{where}: not valid Unicode (lone surrogate)") from None
+    if not is_utf8_encodable(value):
+        raise _Bad(f"{where}: not valid Unicode (lone surrogate)")
     return value
 
 
@@ -143,6 +198,20 @@ def _int32(value: Any, where: str) -> int:
         raise _Bad(f"{where}: expected an int32, got {_type_name(value)}")
     if not INT32_MIN <= value <= INT32_MAX:
         raise _Bad(f"{where}: {value} is outside the int32 range")
+    return value
+
+
+def _int64(value: Any, where: str) -> int:
+    if type(value) is not int:
+        raise _Bad(f"{where}: expected an int64, got {_type_name(value)}")
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise _Bad(f"{where}: {value} is outside the int64 range")
+    return value
+
+
+def _boolean(value: Any, where: str) -> bool:
+    if type(value) is not bool:
+        raise _Bad(f"{where}: expected a boolean, got {_type_name(value)}")
     return value
 
 
@@ -221,7 +290,7 @@ def parse_request(
     timestamp = _readable_timestamp(obj, record_timestamp_ms)
     try:
         api = obj.get("api")
-        if api == "Tick":
+        if api == TICK:
             return Tick(_envelope_timestamp(obj, record_timestamp_ms, max_clock_skew_ms))
         if type(api) is not str or api not in SUPPORTED_VERSIONS:
             raise _Bad(f"api: unknown api {api!r}")
@@ -238,8 +307,8 @@ def parse_request(
         client_host = obj.get("client_host", "")
         client_host = "" if client_host is None else _string(client_host, "client_host")
         body = _object(_required(obj, "body", "envelope"), "body")
-        parsed: Request = _PARSERS[api](Reply(api, version, reply.correlation_id, reply.client_id, reply.reply_to),
-                                        timestamp, client_host, body)
+        request_reply = Reply(api, version, reply.correlation_id, reply.client_id, reply.reply_to)
+        parsed: Request | ListGroups = _PARSERS[api](request_reply, timestamp, client_host, body)
         return parsed
     except _Bad as bad:
         return Invalid(str(bad), Error.INVALID_REQUEST, reply, group_id, timestamp)
@@ -275,38 +344,33 @@ def _envelope_timestamp(obj: dict[str, Any], record_ts: int | None, max_skew: in
 
 def _readable_reply(obj: dict[str, Any]) -> Reply | None:
     """The routing fields, if they can be read, so that even an invalid record can be answered."""
-    correlation_id = obj.get("correlation_id")
-    client_id = obj.get("client_id", "")
-    reply_to = obj.get("reply_to", client_id)
-    if type(correlation_id) is not int or not INT32_MIN <= correlation_id <= INT32_MAX:
+    key = response_key(obj)
+    if key is None:
         return None
-    try:
-        reply_to = _string(reply_to, "reply_to")
-        client_id = "" if client_id is None else _string(client_id, "client_id")
-    except _Bad:
+    reply_to, correlation_id = key
+    client_id = obj.get("client_id", "")
+    if client_id is None:
+        client_id = ""
+    elif type(client_id) is not str or not is_utf8_encodable(client_id):
         return None
     api = obj.get("api")
     version = obj.get("version")
-    if type(api) is not str or (not api.isascii() and not _encodable(api)):
+    if type(api) is not str or not is_utf8_encodable(api):
         api = ""
     if type(version) is not int or not INT32_MIN <= version <= INT32_MAX:
         version = SUPPORTED_VERSIONS.get(api, (0, 0))[1] if "version" not in obj else -1
     return Reply(api, version, correlation_id, client_id, reply_to)
 
 
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _readable_group_id(obj: dict[str, Any]) -> str | None:
+    """The body's `group_id`, or the id of its one `groups` entry (OffsetFetch v8+, DescribeGroups)."""
     body = obj.get("body")
     if type(body) is dict:
         group_id = body.get("group_id")
-        if type(group_id) is str and (group_id.isascii() or _encodable(group_id)):
+        groups = body.get("groups")
+        if group_id is None and type(groups) is list and len(groups) == 1:
+            group_id = groups[0].get("group_id") if type(groups[0]) is dict else groups[0]
+        if type(group_id) is str and is_utf8_encodable(group_id):
             return group_id
     return None
 
@@ -398,9 +462,104 @@ def _parse_leave(reply: Reply, timestamp: int, client_host: str, body: dict[str,
     return LeaveGroup(reply, timestamp, group_id, entries)
 
 
+def _parse_offset_commit(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> OffsetCommit:
+    v = reply.version
+    topics = []
+    for i, item in enumerate(_list(_required(body, "topics", "body"), "body.topics")):
+        where = f"body.topics[{i}]"
+        topic = _object(item, where)
+        partitions = []
+        for j, entry in enumerate(_list(_required(topic, "partitions", where), f"{where}.partitions")):
+            at = f"{where}.partitions[{j}]"
+            part = _object(entry, at)
+            partitions.append(CommitPartition(
+                partition_index=_int32(_required(part, "partition_index", at), f"{at}.partition_index"),
+                committed_offset=_int64(_required(part, "committed_offset", at), f"{at}.committed_offset"),
+                committed_leader_epoch=(_int32(part.get("committed_leader_epoch", -1), f"{at}.committed_leader_epoch")
+                                        if v >= 6 else -1),
+                commit_timestamp_ms=(_int64(part.get("commit_timestamp", -1), f"{at}.commit_timestamp")
+                                     if v == 1 else -1),
+                committed_metadata=_nullable_string(part.get("committed_metadata"), f"{at}.committed_metadata"),
+            ))
+        topics.append(CommitTopic(_string(_required(topic, "name", where), f"{where}.name"), tuple(partitions)))
+    return OffsetCommit(
+        reply, timestamp,
+        group_id=_string(_required(body, "group_id", "body"), "body.group_id"),
+        generation_id=(_int32(body.get("generation_id_or_member_epoch", -1), "body.generation_id_or_member_epoch")
+                       if v >= 1 else -1),
+        member_id=_string(_required(body, "member_id", "body"), "body.member_id") if v >= 1 else "",
+        group_instance_id=(_nullable_string(body.get("group_instance_id"), "body.group_instance_id")
+                           if v >= 7 else None),
+        retention_time_ms=_int64(body.get("retention_time_ms", -1), "body.retention_time_ms") if 2 <= v <= 4 else -1,
+        topics=tuple(topics),
+    )
+
+
+def _fetch_topics(value: Any, where: str, nullable: bool) -> tuple[FetchTopic, ...] | None:
+    if value is None and nullable:
+        return None
+    topics = []
+    for i, item in enumerate(_list(value, where)):
+        topic = _object(item, f"{where}[{i}]")
+        indexes = _list(_required(topic, "partition_indexes", f"{where}[{i}]"), f"{where}[{i}].partition_indexes")
+        topics.append(FetchTopic(
+            _string(_required(topic, "name", f"{where}[{i}]"), f"{where}[{i}].name"),
+            tuple(_int32(p, f"{where}[{i}].partition_indexes[{k}]") for k, p in enumerate(indexes)),
+        ))
+    return tuple(topics)
+
+
+def _one_group(body: dict[str, Any]) -> Any:
+    """The one entry of `groups`: this coordinator routes by group, so an envelope names one (PROTOCOL.md 8)."""
+    groups = _list(_required(body, "groups", "body"), "body.groups")
+    if len(groups) != 1:
+        raise _Bad(f"body.groups: exactly one group per envelope, got {len(groups)} (send one envelope per group)")
+    return groups[0]
+
+
+def _parse_offset_fetch(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> OffsetFetch:
+    v = reply.version
+    if v >= 7:
+        _boolean(body.get("require_stable", False), "body.require_stable")
+    if v <= 7:
+        topics_value = _required(body, "topics", "body") if v <= 1 else body.get("topics")
+        return OffsetFetch(reply, timestamp, _string(_required(body, "group_id", "body"), "body.group_id"),
+                           _fetch_topics(topics_value, "body.topics", nullable=v >= 2))
+    group = _object(_one_group(body), "body.groups[0]")
+    if v >= 9:
+        _nullable_string(group.get("member_id"), "body.groups[0].member_id")
+        _int32(group.get("member_epoch", -1), "body.groups[0].member_epoch")
+    return OffsetFetch(reply, timestamp,
+                       _string(_required(group, "group_id", "body.groups[0]"), "body.groups[0].group_id"),
+                       _fetch_topics(group.get("topics"), "body.groups[0].topics", nullable=True))
+
+
+def _parse_describe(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> DescribeGroups:
+    include = (_boolean(body.get("include_authorized_operations", False), "body.include_authorized_operations")
+               if reply.version >= 3 else False)
+    return DescribeGroups(reply, timestamp, _string(_one_group(body), "body.groups[0]"), include)
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    return tuple(_string(item, f"{where}[{i}]") for i, item in enumerate(_list(value, where)))
+
+
+def _parse_list(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> ListGroups:
+    v = reply.version
+    return ListGroups(
+        reply, timestamp,
+        states_filter=_strings(body.get("states_filter", []), "body.states_filter") if v >= 4 else (),
+        types_filter=_strings(body.get("types_filter", []), "body.types_filter") if v >= 5 else (),
+    )
+
+
 _PARSERS: dict[str, Any] = {
-    "JoinGroup": _parse_join,
-    "SyncGroup": _parse_sync,
-    "Heartbeat": _parse_heartbeat,
-    "LeaveGroup": _parse_leave,
+    Api.JOIN_GROUP: _parse_join,
+    Api.SYNC_GROUP: _parse_sync,
+    Api.HEARTBEAT: _parse_heartbeat,
+    Api.LEAVE_GROUP: _parse_leave,
+    Api.OFFSET_COMMIT: _parse_offset_commit,
+    Api.OFFSET_FETCH: _parse_offset_fetch,
+    Api.DESCRIBE_GROUPS: _parse_describe,
+    Api.LIST_GROUPS: _parse_list,
 }

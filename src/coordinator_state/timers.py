@@ -19,6 +19,7 @@ class TimerKind(StrEnum):
     JOIN = "join"  # initial rebalance delay, or rebalance timeout
     SYNC = "sync"  # pending-sync timeout
     RETENTION = "retention"  # removal of a group left Empty
+    OFFSETS = "offsets"  # expiry of committed offsets (docs/OFFSETS_AND_LISTING.md section 9)
 
 
 TimerKey = tuple[TimerKind, str]

@@ -11,9 +11,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from coordinator_state import LocalCoordinator
-
-EPOCH_MS = 1_700_000_000_000
+from coordinator_state import SIMULATION_EPOCH_MS as EPOCH_MS
+from coordinator_state import LocalCoordinator, request_envelope, response_key
 
 
 def b64(text: str) -> str:
@@ -34,11 +33,10 @@ class Env:
     def send(self, api: str, client: str, body: dict[str, Any], version: int | None = None,
              reply_to: str | None = None) -> tuple[str, int]:
         correlation_id = next(self._correlation)
-        request: dict[str, Any] = {"api": api, "correlation_id": correlation_id, "client_id": f"client-{client}",
-                                   "client_host": f"/10.0.0.{len(client)}", "reply_to": reply_to or client,
-                                   "timestamp_ms": self.now, "body": {"group_id": self.group, **body}}
-        if version is not None:
-            request["version"] = version
+        request = request_envelope(api, {"group_id": self.group, **body}, version=version,
+                                   correlation_id=correlation_id, client_id=f"client-{client}",
+                                   client_host=f"/10.0.0.{len(client)}", reply_to=reply_to or client,
+                                   timestamp_ms=self.now)
         self.responses += self.coord.handle(request)
         return (reply_to or client, correlation_id)
 
@@ -74,7 +72,7 @@ class Env:
 
     def answer(self, key: tuple[str, int]) -> dict[str, Any]:
         """The one response to a request; fails if there is none or more than one."""
-        found = [r for r in self.responses if (r["reply_to"], r["correlation_id"]) == key]
+        found = [r for r in self.responses if response_key(r) == key]
         assert len(found) == 1, f"expected one response to {key}, got {found}"
         return found[0]
 
@@ -85,7 +83,7 @@ class Env:
         return str(self.body(key)["error"])
 
     def pending(self, key: tuple[str, int]) -> bool:
-        return not any((r["reply_to"], r["correlation_id"]) == key for r in self.responses)
+        return not any(response_key(r) == key for r in self.responses)
 
     def describe(self) -> dict[str, Any]:
         snapshot = self.coord.describe(self.group)

@@ -15,7 +15,15 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator_state import EngineConfig, LocalCoordinator, decode_group, encode_group, parse_request, run_group
+from coordinator_state import (
+    EngineConfig,
+    LocalCoordinator,
+    ReplayDriver,
+    decode_group,
+    encode_group,
+    parse_request,
+    run_group,
+)
 from coordinator_state.group import Group
 from coordinator_state.model import GroupState
 
@@ -238,13 +246,10 @@ def test_micro_batch_boundaries_do_not_change_any_answer(steps: list[tuple[Any, 
     """`run_group` over random micro-batches, as the Spark job calls it, equals the record-by-record replay."""
     requests, _, _ = play(steps, static)
     config = {**CONFIG, "coordinator.lateness.ms": lateness}
-    local = LocalCoordinator(config)
+    local = ReplayDriver(config)
     expected: list[dict[str, Any]] = []
-    high = 0
-    for request in requests:
-        expected += local.handle(request)
-        high = max(high, request["timestamp_ms"])
-        expected += local.advance_to(high - lateness)
+    for number, request in enumerate(requests, start=1):
+        expected += local.feed(request, f"script:{number}").responses
 
     engine = EngineConfig.from_mapping(config)
     state: bytes | None = None
@@ -264,4 +269,4 @@ def test_micro_batch_boundaries_do_not_change_any_answer(steps: list[tuple[Any, 
             watermark = max(watermark, max(r["timestamp_ms"] for r in batch) - lateness)
     assert keyed(actual) == keyed(expected)
     final = None if state is None else decode_group(state, engine).snapshot()
-    assert final == local.describe("g")
+    assert final == local.coordinator.describe("g")

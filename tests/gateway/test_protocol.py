@@ -104,8 +104,8 @@ def test_metadata_goes_upstream_unchanged_and_comes_back_with_the_gateway_as_the
     assert to_upstream(actions) == sent and to_client(actions) == b""
     upstream = response(ApiKey.Metadata, 12, 3, {
         "brokers": [{"node_id": 1, "host": "127.0.0.1", "port": 9092, "rack": None}], "cluster_id": "c",
-        "controller_id": 1, "topics": [{"error_code": 0, "name": "t", "topic_id": "00000000-0000-0000-0000-000000000001",
-                                        "is_internal": False, "partitions": [
+        "controller_id": 1, "topics": [{"error_code": 0, "name": "t", "is_internal": False,
+                                        "topic_id": "00000000-0000-0000-0000-000000000001", "partitions": [
                                             {"error_code": 0, "partition_index": 0, "leader_id": 1,
                                              "leader_epoch": 0, "replica_nodes": [1], "isr_nodes": [1],
                                              "offline_replicas": []}]}]})
