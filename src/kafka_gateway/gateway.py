@@ -391,6 +391,9 @@ class Gateway:
     def _complete(self, connection: _Connection, slot: _CoordinatorSlot) -> None:
         """Every part is answered (or timed out): the slot gets its response and the channel opens."""
         body = merge_answers(slot.api_key, slot.version, slot.parts, slot.answers)
+        error_code = body.get("error_code")
+        if isinstance(error_code, int) and error_code != 0:
+            self.counters[f"{slot.api_key.name}_error_{error_code}"] += 1
         try:
             message = body_to_message(response_class(slot.api_key), slot.version, body)
             slot.response = encode_response(message, slot.correlation_id)
