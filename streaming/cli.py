@@ -96,9 +96,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                 if args.demo and demo is None and status.batches:
                     # Members started before the job answers would see their first rebalance completed
                     # in the past (event time) and could lose their session before their first heartbeat.
-                    from group_client.demo import Demo
+                    if args.demo_clients == "real":
+                        from kafka_gateway.demo import RealConsumerDemo
 
-                    demo = Demo(settings, members=args.demo_members).start()
+                        demo = RealConsumerDemo(settings, members=args.demo_members).start()
+                    else:
+                        from group_client.demo import Demo
+
+                        demo = Demo(settings, members=args.demo_members).start()
                 extra = f"  |  {demo.status()}" if demo is not None else ""
                 print(f"\r[{time.monotonic() - started:5.0f} s] {status.line()}{extra}\033[K", end="",
                       file=sys.stderr, flush=True)
@@ -202,6 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--demo", action="store_true",
                      help="also run simulated static members that go through a rolling bounce")
     run.add_argument("--demo-members", type=int, default=6, metavar="N", help="members in the demo group")
+    run.add_argument("--demo-clients", choices=["simulated", "real"], default="simulated",
+                     help="simulated: the project's own members; real: kafka-python and librdkafka consumers "
+                          "through `coordinator gateway`")
     run.add_argument("--checkpoint", metavar="DIR", help="checkpoint directory (default: checkpoints/<query name>)")
     run.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
     _settings_arguments(run)

@@ -148,6 +148,7 @@ class ConsumerProcess:
         if instance_id is not None:
             command += ["--instance-id", instance_id]
         self.started = time.time()
+        self.stop_requested: float | None = None  # wall clock, seconds
         self.events: list[dict[str, Any]] = []
         self._changed = threading.Condition()
         self._process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
@@ -192,6 +193,7 @@ class ConsumerProcess:
 
     def stop(self, timeout_s: float = 30.0) -> int:
         """SIGTERM: commit the current batch, close; returns the exit code (killed if it does not stop)."""
+        self.stop_requested = self.stop_requested or time.time()
         if self._process.poll() is None:
             self._process.send_signal(signal.SIGTERM)
         try:
@@ -202,6 +204,7 @@ class ConsumerProcess:
 
     def kill(self) -> None:
         """SIGKILL: a crash, nothing committed or closed."""
+        self.stop_requested = self.stop_requested or time.time()
         if self._process.poll() is None:
             self._process.kill()
         self._process.wait(30)

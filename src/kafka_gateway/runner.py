@@ -182,7 +182,7 @@ class BackgroundGateway:
 
     def call(self, function: Any, *args: Any) -> Any:
         """Runs `function(*args)` on the gateway's loop and returns its result (to read state safely)."""
-        if self._loop is None:
+        if self._loop is None or self._loop.is_closed() or not self._thread.is_alive():
             raise RuntimeError("the gateway is not running")
 
         async def run() -> Any:
