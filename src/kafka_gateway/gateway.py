@@ -43,6 +43,7 @@ from .errors import GatewayError, MalformedFrame, Overloaded, UnsupportedRequest
 from .frames import DEFAULT_MAX_FRAME_BYTES, FrameSplitter, frame
 
 INT32_MAX = 2**31 - 1
+LATENCY_SAMPLES = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +123,7 @@ class _CoordinatorSlot(_Slot):
     answers: list[dict[str, Any] | None] = field(default_factory=list)
     envelope_ids: list[int] = field(default_factory=list)
     unanswered: int = 0
+    sent_ms: int = 0
 
 
 @dataclass(slots=True)
@@ -147,6 +149,9 @@ class Gateway:
         self.reply_to = reply_to
         self.limits = limits or Limits()
         self.counters: Counter[str] = Counter()
+        # The latest coordinator round trips per API (ms), as the client sees them (a JoinGroup's includes
+        # the time it was parked).
+        self.latencies_ms: dict[str, deque[int]] = {}
         self._connections: dict[int, _Connection] = {}
         self._next_connection = 0
         self._next_envelope_id = 0
@@ -230,7 +235,7 @@ class Gateway:
             if connection is None:
                 self.counters["answers_for_closed_connections"] += 1
             elif slot.unanswered == 0:
-                self._complete(connection, slot)
+                self._complete(connection, slot, now_ms)
                 touched[connection.id] = connection
         for connection in touched.values():
             self._resume(connection, now_ms, actions)
@@ -250,7 +255,7 @@ class Gateway:
             slot.unanswered -= 1
             connection = self._connections.get(connection_id)
             if connection is not None and slot.unanswered == 0:
-                self._complete(connection, slot)
+                self._complete(connection, slot, now_ms)
                 touched[connection.id] = connection
         for connection in touched.values():
             self._resume(connection, now_ms, actions)
@@ -360,10 +365,10 @@ class Gateway:
         request = decode_request(request_class(api_key), payload, version)
         parts = split_request(api_key, version, message_to_body(request, version))
         slot = _CoordinatorSlot(correlation_id, api_key=api_key, version=version, parts=parts,
-                                answers=[None] * len(parts), unanswered=len(parts))
+                                answers=[None] * len(parts), unanswered=len(parts), sent_ms=now_ms)
         connection.slots.append(slot)
         if not parts:
-            self._complete(connection, slot)
+            self._complete(connection, slot, now_ms)
             return
         deadline = now_ms + self._bound_ms(api_key, version, parts[0])
         for index, part in enumerate(parts):
@@ -388,8 +393,10 @@ class Gateway:
         self._next_envelope_id = self._next_envelope_id % INT32_MAX + 1
         return self._next_envelope_id
 
-    def _complete(self, connection: _Connection, slot: _CoordinatorSlot) -> None:
+    def _complete(self, connection: _Connection, slot: _CoordinatorSlot, now_ms: int) -> None:
         """Every part is answered (or timed out): the slot gets its response and the channel opens."""
+        latencies = self.latencies_ms.setdefault(slot.api_key.name, deque(maxlen=LATENCY_SAMPLES))
+        latencies.append(max(0, now_ms - slot.sent_ms))
         body = merge_answers(slot.api_key, slot.version, slot.parts, slot.answers)
         error_code = body.get("error_code")
         if isinstance(error_code, int) and error_code != 0:

@@ -129,6 +129,7 @@ def test_a_group_request_becomes_an_envelope_and_its_answer_the_clients_response
     [(correlation_id, body)] = decode_responses(to_client(actions), [(ApiKey.JoinGroup, 7)])
     assert correlation_id == 42
     assert body == {"throttle_time_ms": 0, **{k: v for k, v in reply.items() if k != "error"}}
+    assert list(gateway.latencies_ms["JoinGroup"]) == [5]
 
 
 def test_envelope_correlation_ids_are_the_gateways_own_across_connections() -> None:
