@@ -277,9 +277,11 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Runs a group of simulated consumers through a chaos scenario and "
                                             "reports rebalances, assignment changes and unanswered requests.")
     add_chaos_arguments(chaos)
-    chaos.set_defaults(handler=chaos_main)
-
+    import kafka_gateway.chaos
     import kafka_gateway.cli
+
+    kafka_gateway.chaos.add_arguments(chaos)
+    chaos.set_defaults(handler=lambda args: kafka_gateway.chaos.main(args) if args.clients else chaos_main(args))
 
     gateway = commands.add_parser("gateway", help="let unmodified Kafka clients use this coordinator",
                                   description=kafka_gateway.cli.DESCRIPTION)
