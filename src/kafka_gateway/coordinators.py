@@ -7,7 +7,8 @@ the event loop, in the order decided.
 - `TopicEngine` (the default): requests produced to the request topic keyed by group id; responses read
   from the one response-topic partition this gateway's `reply_to` hashes to (murmur2, as Kafka's default
   partitioner and the project's KafkaTransport do), keeping those keyed by that `reply_to`; ListGroups
-  answered from the snapshot topic, which is read from its start and kept current. Kafka clients block,
+  answered from the snapshot topic, which is read from its start and kept current (no single group holds
+  the answer, so it cannot go through the request topic). Kafka clients block,
   so each consumer polls in its own thread and hands records to the loop.
 """
 
@@ -22,12 +23,16 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # type: ignore[import-untyped]
+from kafka.errors import KafkaError  # type: ignore[import-untyped]
 from kafka.partitioner.default import murmur2  # type: ignore[import-untyped]
 
 from coordinator_state import LocalCoordinator, to_json
 
+# The one ListGroups rule, which the engine applies to its groups and a gateway to the snapshot topic. Not a
+# top-level export of coordinator_state (yet): the only import of the engine's internals in this package.
+from coordinator_state.listing import list_groups_body
+
 from .envelopes import envelope_group_id
-from .listing import list_groups_body
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +126,7 @@ class TopicEngine:
         self.snapshots: dict[str, dict[str, Any]] = {}
         self.produced = 0
         self.answered = 0
+        self.send_failures = 0
         self._producer: Any = None
         self._threads: list[_PollThread] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -157,13 +163,21 @@ class TopicEngine:
 
     def submit(self, envelope: dict[str, Any]) -> None:
         if envelope.get("api") == "ListGroups":
-            body = list_groups_body(list(self.snapshots.values()), int(envelope["version"]), envelope["body"])
+            request = envelope["body"]
+            body = list_groups_body(int(envelope["version"]), list(self.snapshots.values()),
+                                    request.get("states_filter") or (), request.get("types_filter") or ())
             answer = {**{k: envelope[k] for k in ("api", "version", "correlation_id", "client_id", "reply_to")},
                       "group_id": None, "timestamp_ms": envelope["timestamp_ms"], "body": body}
             asyncio.get_running_loop().call_soon(self._deliver_answers, [answer])
             return
         key = (envelope_group_id(envelope) or "").encode("utf-8")
-        self._producer.send(self.request_topic, key=key, value=to_json(envelope).encode("utf-8"))
+        try:
+            self._producer.send(self.request_topic, key=key, value=to_json(envelope).encode("utf-8"))
+        except KafkaError as exc:
+            # Not sent: the gateway answers COORDINATOR_NOT_AVAILABLE at the request's bound, the client retries.
+            self.send_failures += 1
+            log.warning("cannot produce a %s request: %r", envelope.get("api"), exc)
+            return
         self.produced += 1
 
     def _deliver_answers(self, answers: list[dict[str, Any]]) -> None:
@@ -214,4 +228,4 @@ class TopicEngine:
 
     def status(self) -> str:
         return (f"engine=topics produced={self.produced} answered={self.answered} "
-                f"groups={len(self.snapshots)}")
+                f"send_failures={self.send_failures} groups={len(self.snapshots)}")
