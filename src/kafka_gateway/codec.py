@@ -24,7 +24,6 @@ from .errors import MalformedFrame
 from .frames import frame
 
 _FIXED_HEADER = struct.Struct(">hhih")
-_CORRELATION_ID = struct.Struct(">i")
 # What kafka.protocol raises on bytes that do not decode: short buffers (struct.error, IndexError), bad
 # lengths and bad UTF-8 (ValueError and its UnicodeDecodeError).
 _DECODE_ERRORS = (struct.error, IndexError, ValueError, TypeError, OverflowError)
@@ -58,13 +57,6 @@ def peek_header(payload: bytes) -> RequestHeader:
         except UnicodeDecodeError:
             raise MalformedFrame("client id is not valid UTF-8") from None
     return RequestHeader(api_key, api_version, correlation_id, client_id)
-
-
-def response_correlation_id(payload: bytes) -> int:
-    """The correlation id a response frame starts with."""
-    if len(payload) < _CORRELATION_ID.size:
-        raise MalformedFrame(f"response of {len(payload)} bytes has no correlation id")
-    return int(_CORRELATION_ID.unpack_from(payload)[0])
 
 
 def decode_request(message_class: Any, payload: bytes, version: int) -> Any:
@@ -198,5 +190,4 @@ __all__ = [
     "frame",
     "message_to_body",
     "peek_header",
-    "response_correlation_id",
 ]

@@ -21,6 +21,7 @@ answer that comes after that, or after its connection closed, is dropped and cou
 from __future__ import annotations
 
 import heapq
+import struct
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -36,13 +37,13 @@ from .codec import (
     encode_response,
     message_to_body,
     peek_header,
-    response_correlation_id,
 )
 from .envelopes import envelope, merge_answers, split_request
 from .errors import GatewayError, MalformedFrame, Overloaded, UnsupportedRequest, UpstreamError
-from .frames import DEFAULT_MAX_FRAME_BYTES, FrameSplitter, frame
+from .frames import DEFAULT_MAX_FRAME_BYTES, SIZE_BYTES, FrameSplitter, frame
 
 INT32_MAX = 2**31 - 1
+_RESPONSE_HEADER = struct.Struct(">ii")  # a response frame's size, then its correlation id
 LATENCY_SAMPLES = 10_000
 
 
@@ -135,9 +136,19 @@ class _Connection:
     slots: deque[_Slot] = field(default_factory=deque)
     upstream: deque[_UpstreamSlot] = field(default_factory=deque)
     muted_by: _CoordinatorSlot | None = None
-    # Responses can be larger than requests (a Fetch is bounded by the client's fetch.max.bytes), and the
-    # upstream broker is trusted: its frames are limited only by the int32 size.
-    upstream_splitter: FrameSplitter = field(default_factory=lambda: FrameSplitter(INT32_MAX))
+    upstream_frame: _UpstreamFrame | None = None  # the upstream response being received
+    upstream_header: bytearray = field(default_factory=bytearray)  # its first bytes, until size and id are in
+
+
+@dataclass(slots=True)
+class _UpstreamFrame:
+    """An upstream response on its way: passed through as it arrives when its slot is first in line (a
+    large Fetch answer costs the client no store-and-forward delay), else kept until whole."""
+
+    slot: _UpstreamSlot
+    remaining: int
+    passing_through: bool
+    kept: bytearray
 
 
 class Gateway:
@@ -198,8 +209,7 @@ class Gateway:
             return []
         actions: list[Action] = []
         try:
-            for payload in connection.upstream_splitter.feed(data):
-                self._upstream_response(connection, payload)
+            self._upstream_bytes(connection, memoryview(data), actions)
             self._serve(connection, now_ms, actions)
         except GatewayError as exc:
             self._fail(connection, exc, actions)
@@ -344,20 +354,62 @@ class Gateway:
             connection.slots.append(slot)
             connection.upstream.append(slot)
 
-    def _upstream_response(self, connection: _Connection, payload: bytes) -> None:
+    def _upstream_bytes(self, connection: _Connection, data: memoryview, actions: list[Action]) -> None:
+        """Upstream responses as they arrive: each frame's size and correlation id are checked against the
+        next slot; its bytes go straight to the client when that slot is first in line and needs no rewrite."""
+        position = 0
+        while position < len(data):
+            current = connection.upstream_frame
+            if current is None:
+                header = connection.upstream_header
+                taken = min(_RESPONSE_HEADER.size - len(header), len(data) - position)
+                header += data[position:position + taken]
+                position += taken
+                if len(header) < _RESPONSE_HEADER.size:
+                    return
+                current = connection.upstream_frame = self._upstream_frame_starts(connection, bytes(header), actions)
+                header.clear()
+            else:
+                taken = min(current.remaining, len(data) - position)
+                chunk = data[position:position + taken]
+                position += taken
+                current.remaining -= taken
+                if current.passing_through:
+                    actions.append(ToClient(connection.id, bytes(chunk)))
+                else:
+                    current.kept += chunk
+            if current.remaining == 0:
+                connection.upstream_frame = None
+                self._upstream_frame_ends(connection, current)
+                self._flush(connection, actions)  # so that the next answer can be first in line
+
+    def _upstream_frame_starts(self, connection: _Connection, header: bytes,
+                               actions: list[Action]) -> _UpstreamFrame:
+        size, correlation_id = _RESPONSE_HEADER.unpack(header)
+        if size < SIZE_BYTES:
+            raise UpstreamError(f"upstream response of {size} bytes has no correlation id")
         if not connection.upstream:
             raise UpstreamError("the upstream broker answered a request that was not sent")
         slot = connection.upstream.popleft()
-        correlation_id = response_correlation_id(payload)
         if correlation_id != slot.correlation_id:
             raise UpstreamError(f"upstream answered correlation id {correlation_id}, expected {slot.correlation_id}")
-        if slot.api_key == ApiKey.Metadata:
+        passing_through = slot.api_key != ApiKey.Metadata and connection.slots[0] is slot
+        if passing_through:
+            actions.append(ToClient(connection.id, header))
+        return _UpstreamFrame(slot, size - SIZE_BYTES, passing_through, bytearray(b"" if passing_through else header))
+
+    def _upstream_frame_ends(self, connection: _Connection, current: _UpstreamFrame) -> None:
+        slot = current.slot
+        if current.passing_through:
+            connection.slots.popleft()  # already sent, byte by byte
+        elif slot.api_key == ApiKey.Metadata:
             try:
-                slot.response = rewrite_metadata(payload, slot.version, correlation_id, self.node)
+                slot.response = rewrite_metadata(bytes(current.kept[SIZE_BYTES:]), slot.version, slot.correlation_id,
+                                                 self.node)
             except MalformedFrame as exc:
                 raise UpstreamError(f"upstream Metadata response: {exc}") from None
         else:
-            slot.response = frame(payload)
+            slot.response = bytes(current.kept)
 
     def _to_coordinator(self, connection: _Connection, api_key: ApiKey, version: int, correlation_id: int,
                         client_id: str | None, payload: bytes, now_ms: int, actions: list[Action]) -> None:

@@ -22,6 +22,7 @@ from .gateway import Action, CloseClient, Gateway, ToClient, ToCoordinator, ToUp
 
 log = logging.getLogger(__name__)
 READ_BYTES = 65536
+UPSTREAM_READ_BYTES = 1 << 20  # Fetch answers are large: fewer, larger reads
 
 
 def wall_clock_ms() -> int:
@@ -160,12 +161,13 @@ class GatewayServer:
     async def _upstream(self, session: _Session) -> None:
         reason = "closed by the upstream broker"
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(*self.upstream), 10)
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(*self.upstream, limit=UPSTREAM_READ_BYTES), 10)
             session.upstream_writer = writer
             writer.write(b"".join(session.upstream_pending))
             session.upstream_pending.clear()
             while not session.closed:
-                data = await reader.read(READ_BYTES)
+                data = await reader.read(UPSTREAM_READ_BYTES)
                 if not data:
                     break
                 self._perform(self.gateway.receive_upstream(session.id, data, self.clock_ms()))

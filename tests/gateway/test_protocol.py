@@ -336,3 +336,44 @@ def test_answers_for_another_gateway_are_ignored() -> None:
     [env] = envelopes(gateway.receive(conn, request(ApiKey.Heartbeat, 4, 1, HEARTBEAT_V4), T0))
     assert gateway.receive_answers([answer(env, {"error_code": 0}, reply_to="someone-else")], T0) == []
     assert gateway.in_flight == 1
+
+
+PRODUCE_ACKS_1 = {"transactional_id": None, "acks": 1, "timeout_ms": 100, "topic_data": []}
+
+
+def test_an_upstream_answer_first_in_line_passes_through_as_it_arrives() -> None:
+    gateway = make_gateway()
+    conn = gateway.open("10.0.0.7")
+    gateway.receive(conn, request(ApiKey.Produce, 8, 5, PRODUCE_ACKS_1), T0)
+    answer_frame = frame((5).to_bytes(4, "big") + bytes(range(200)))  # not decoded by the gateway
+    pieces = [to_client(gateway.receive_upstream(conn, answer_frame[i:i + 7], T0))
+              for i in range(0, len(answer_frame), 7)]
+    assert b"".join(pieces) == answer_frame
+    assert pieces[1] != b""  # the client got bytes before the whole answer was in
+
+
+def test_upstream_answers_pass_through_in_request_order_around_a_group_request() -> None:
+    gateway = make_gateway()
+    conn = gateway.open("10.0.0.7")
+    metadata = request(ApiKey.Metadata, 9, 1, {"topics": [], "allow_auto_topic_creation": False})
+    actions = gateway.receive(conn, metadata + request(ApiKey.Heartbeat, 4, 2, HEARTBEAT_V4)
+                              + request(ApiKey.Produce, 8, 3, PRODUCE_ACKS_1), T0)
+    [env] = envelopes(actions)
+    assert to_upstream(actions) == metadata  # the Produce waits behind the muted channel
+    actions = gateway.receive_answers([answer(env, {"error_code": 0})], T0)
+    assert to_client(actions) == b"" and to_upstream(actions) == request(ApiKey.Produce, 8, 3, PRODUCE_ACKS_1)
+    metadata_answer = response(ApiKey.Metadata, 9, 1, {"brokers": [], "controller_id": 1, "topics": []})
+    produce_answer = frame((3).to_bytes(4, "big") + b"produced")
+    out = to_client(gateway.receive_upstream(conn, metadata_answer + produce_answer[:6], T0))
+    out += to_client(gateway.receive_upstream(conn, produce_answer[6:], T0))
+    assert out.endswith(produce_answer)
+    decoded = decode_responses(out[:-len(produce_answer)], [(ApiKey.Metadata, 9), (ApiKey.Heartbeat, 4)])
+    assert [correlation_id for correlation_id, _ in decoded] == [1, 2]
+
+
+def test_an_upstream_frame_too_short_for_a_correlation_id_closes_the_connection() -> None:
+    gateway = make_gateway()
+    conn = gateway.open("10.0.0.7")
+    gateway.receive(conn, request(ApiKey.Produce, 8, 5, PRODUCE_ACKS_1), T0)
+    [closed] = closes(gateway.receive_upstream(conn, b"\x00\x00\x00\x02\x00\x05\x00\x00", T0))
+    assert "no correlation id" in closed.reason
