@@ -231,9 +231,10 @@ class Gateway:
         actions: list[Action] = []
         touched: dict[int, _Connection] = {}
         for answer in answers:
-            if answer.get("reply_to") != self.reply_to:
+            envelope_id = answer.get("correlation_id")
+            if answer.get("reply_to") != self.reply_to or type(envelope_id) is not int:
                 continue
-            awaited = self._awaiting.pop(answer.get("correlation_id"), None)  # type: ignore[arg-type]
+            awaited = self._awaiting.pop(envelope_id, None)
             if awaited is None:
                 self.counters["late_answers_dropped"] += 1
                 continue
