@@ -1,8 +1,8 @@
 """`coordinator`: the command line of the Spark group coordinator.
 
 Subcommands: run (the streaming job), broker (the embedded Kafka-compatible broker), replay, diff,
-record, groups (list, describe and remove members, like kafka-consumer-groups.sh), chaos, bench. Each
-is a thin shell over a module; `coordinator SUBCOMMAND --help` explains it.
+record, groups (list, describe and remove members, like kafka-consumer-groups.sh), chaos, bench, gateway.
+Each is a thin shell over a module; `coordinator SUBCOMMAND --help` explains it.
 """
 
 from __future__ import annotations
@@ -66,6 +66,7 @@ def _broker(args: argparse.Namespace, settings: dict[str, Any]) -> Iterator[None
 
 def cmd_run(args: argparse.Namespace) -> int:
     from chaos_harness.demo import Demo
+    from chaos_harness.real_demo import RealConsumerDemo
     from streaming.live_job import LiveJob, checkpoint_dir
     from streaming.spark_session import build_session
 
@@ -85,7 +86,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, lambda *_: stop.update(requested=True))
         job = LiveJob(spark, settings, checkpoint)
         job.start()
-        demo = None
+        demo: Demo | RealConsumerDemo | None = None
         status = StatusLine()
         deadline = None if args.duration <= 0 else time.monotonic() + args.duration
         try:
@@ -98,7 +99,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                 if args.demo and demo is None and job.status.batches:
                     # Members started before the job answers would see their first rebalance completed
                     # in the past (event time) and could lose their session before their first heartbeat.
-                    demo = Demo(settings, members=args.demo_members).start()
+                    if args.demo_clients == "real":
+                        demo = RealConsumerDemo(settings, members=args.demo_members).start()
+                    else:
+                        demo = Demo(settings, members=args.demo_members).start()
                 extra = f"  |  {demo.status()}" if demo is not None else ""
                 status.show(job.status_line() + extra)
                 time.sleep(1)
@@ -202,6 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--demo", action="store_true",
                      help="also run simulated static members that go through a rolling bounce")
     run.add_argument("--demo-members", type=int, default=6, metavar="N", help="members in the demo group")
+    run.add_argument("--demo-clients", choices=["simulated", "real"], default="simulated",
+                     help="simulated: the project's own members; real: kafka-python and librdkafka consumers "
+                          "through `coordinator gateway`")
     run.add_argument("--checkpoint", metavar="DIR", help="checkpoint directory (default: checkpoints/<query name>)")
     run.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
     _settings_arguments(run)
@@ -280,7 +287,17 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Runs a group of simulated consumers through a chaos scenario and "
                                             "reports rebalances, assignment changes and unanswered requests.")
     add_chaos_arguments(chaos)
-    chaos.set_defaults(handler=chaos_main)
+    import chaos_harness.real_chaos
+    import kafka_gateway.cli
+
+    chaos_harness.real_chaos.add_arguments(chaos)
+    chaos.set_defaults(handler=lambda args: chaos_harness.real_chaos.main(args) if args.clients else chaos_main(args))
+
+    gateway = commands.add_parser("gateway", help="let unmodified Kafka clients use this coordinator",
+                                  description=kafka_gateway.cli.DESCRIPTION)
+    kafka_gateway.cli.add_arguments(gateway)
+    _settings_arguments(gateway)
+    gateway.set_defaults(handler=lambda args: kafka_gateway.cli.run(args, _load(args)))
     return parser
 
 
