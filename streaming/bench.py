@@ -53,13 +53,13 @@ class JoinRound:
         self.coord = coord
         self.members = members  # group -> clients
         self.t = t
-        self.metadata = metadata
+        self.joins = [_join(group, client, f"{client}-i{index}", t, metadata)
+                      for group, clients in members.items() for index, client in enumerate(clients)]
 
     def join(self) -> dict[str, dict[str, dict[str, Any]]]:
         """Sends the joins, completes the join phase; returns group -> client -> JoinGroup response body."""
-        for group, clients in self.members.items():
-            for index, client in enumerate(clients):
-                self.coord.handle(_join(group, client, f"{client}-i{index}", self.t, self.metadata))
+        for request in self.joins:
+            self.coord.handle(request)
         bodies: dict[str, dict[str, dict[str, Any]]] = {group: {} for group in self.members}
         for response in self.coord.advance_to(self.t + 10_000):
             bodies[response["group_id"]][response["reply_to"]] = response["body"]

@@ -104,13 +104,8 @@ class Group:
 
     def begin(self) -> None:
         """Starts recording before-images: a request is about to be applied."""
-        self.journal = Journal((
-            self.state, self.previous_state, self.generation_id, self.protocol_type, self.protocol_name,
-            self.leader, self.members, self.new_member_added, self.clock, self.next_id_seq, self.version,
-            self.changed_at, self.removed, self.awaiting_join, self._dirty, self.next_rank, len(self.out),
-            dict(self.protocol_counts), self.timers.next_seq,
-            len(self.offset_changes), self.state_since_ms, self.subscribed_topics, self._expiry_moved,
-        ))
+        self.journal = Journal(self.__dict__.copy(), dict(self.protocol_counts), len(self.out), self.timers.next_seq,
+                               len(self.offset_changes))
         self.timers.journal = self.journal
 
     def commit(self) -> None:
@@ -125,13 +120,13 @@ class Group:
         journal.undo_entries()
         for member, fields in reversed(journal.members):
             member.restore(fields)
-        (self.state, self.previous_state, self.generation_id, self.protocol_type, self.protocol_name,
-         self.leader, self.members, self.new_member_added, self.clock, self.next_id_seq, self.version,
-         self.changed_at, self.removed, self.awaiting_join, self._dirty, self.next_rank, out_length,
-         self.protocol_counts, self.timers.next_seq,
-         changes_length, self.state_since_ms, self.subscribed_topics, self._expiry_moved) = journal.scalars
-        del self.out[out_length:]
-        del self.offset_changes[changes_length:]
+        # Every attribute back to the value (for containers: the object) it had; the containers' contents
+        # were restored above, except these that are not journaled entry by entry.
+        self.__dict__.update(journal.attributes)
+        self.protocol_counts = journal.protocol_counts
+        del self.out[journal.out_length:]
+        del self.offset_changes[journal.changes_length:]
+        self.timers.next_seq = journal.timer_seq
         self.timers.rebuild_heap()
 
     def put(self, container: dict[Any, Any], key: Any, value: Any) -> None:
@@ -168,6 +163,9 @@ class Group:
 
     def fire_due(self, now: int) -> None:
         """Fires, in (deadline, scheduling) order, every timer due at or before `now`."""
+        heap = self.timers.heap
+        if not heap or heap[0][0] > now:  # the common case: the heap's top is a lower bound of every deadline
+            return
         while not self.removed:
             timer = self.timers.pop_due(now)
             if timer is None:
@@ -256,10 +254,12 @@ class Group:
         """UpdateMember (4.6): store the rejoin's protocols and timeouts; park its JoinGroup."""
         self.changing(member)
         if member.protocols != req.protocols:
+            subscription = member.metadata_for(self.protocol_name)  # what the snapshot shows of them
             self.count_protocols(member, -1)
             member.protocols = req.protocols
             self.count_protocols(member, +1)
-            self.touch()
+            if member.metadata_for(self.protocol_name) != subscription:
+                self.touch()
         if (member.session_timeout_ms, member.rebalance_timeout_ms) != (
                 req.session_timeout_ms, req.rebalance_timeout_ms):
             member.session_timeout_ms = req.session_timeout_ms

@@ -3,7 +3,8 @@
 `handle_in_group` is the one place where a request meets its group: the checks that need no group,
 the answers for a group that does not exist, group creation, the event-time rules of PROTOCOL.md
 section 5 and the boundary where an engine bug becomes an UNKNOWN_SERVER_ERROR answer instead of an
-exception. `run_group` is what the Spark job calls once per group and micro-batch.
+exception, with the group left exactly as it was before the request (journal.py). `run_group` is what
+the Spark job calls once per group and micro-batch.
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ def handle_in_group(
     if group is not None:
         now = max(now, group.clock)  # the group's clock never goes back
         group.fire_due(now)  # timers due at or before the request fire first (SEMANTICS.md T2)
-        responses += group.drain()
+        if group.out:
+            responses = group.drain()
         offset_changes += group.drain_offset_changes()
         if group.removed:
             group = None
@@ -100,7 +102,8 @@ def handle_in_group(
         responses.append(_error_response(req, now, Error.UNKNOWN_SERVER_ERROR))
         return group, responses
     group.commit()
-    responses += group.drain()
+    if group.out:
+        responses += group.drain()
     offset_changes += group.drain_offset_changes()
     return (None if group.removed else group), responses
 

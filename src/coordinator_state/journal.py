@@ -1,11 +1,13 @@
 """An undo journal: what one request changes in its group, so that a handler that raises changes nothing.
 
 Theory of operation (Kafka's coordinator does the same with its timeline data structures). While a
-request is applied, the group has a `Journal`: the group's scalar fields are copied when it starts, and
-every change to a container or a member records its before-image as it happens (`Group.put`, `Group.pop`,
-`Group.clear`, `Group.changing`; the timers record their own). Committing drops the journal; undoing
-replays the before-images backwards. Both cost O(what the request changed), so a request does no work
-proportional to its group's size and keeps nothing alive after it (no garbage-collector pressure).
+request is applied, the group has a `Journal`: the group's attributes are copied when it starts (scalars
+by value, containers by reference), and every change to a container's contents or to a member records
+its before-image as it happens (`Group.put`, `Group.pop`, `Group.clear`, `Group.changing`; the timers
+record their own). A container a later change adds to the group must go through those too. Committing
+drops the journal; undoing replays the before-images backwards. Both cost O(what the request changed),
+so a request does no work proportional to its group's size and keeps nothing alive after it (no
+garbage-collector pressure).
 
 Dicts whose order is part of the group (members: join order; pending ids; members expected to sync) give
 every entry a rank that only grows; a key removed and put back by an undo goes to the end, so those
@@ -24,10 +26,16 @@ CLEARED: Any = object()  # "the whole dict was cleared": its before-image is a c
 class Journal:
     """The before-images of one request's changes, newest last."""
 
-    __slots__ = ("entries", "members", "reorder", "scalars")
+    __slots__ = ("attributes", "changes_length", "entries", "members", "out_length", "protocol_counts", "reorder",
+                 "timer_seq")
 
-    def __init__(self, scalars: tuple[Any, ...]) -> None:
-        self.scalars = scalars
+    def __init__(self, attributes: dict[str, Any], protocol_counts: dict[str, int], out_length: int,
+                 timer_seq: int, changes_length: int = 0) -> None:
+        self.attributes = attributes  # the group's __dict__ at the start
+        self.protocol_counts = protocol_counts  # a copy: small, so not journaled entry by entry
+        self.out_length = out_length  # the answers and the offset changes the request appended go
+        self.changes_length = changes_length
+        self.timer_seq = timer_seq
         self.entries: list[tuple[dict[Any, Any], Any, Any]] = []  # (dict, key or CLEARED, old value or copy)
         self.members: list[tuple[Any, tuple[Any, ...]]] = []  # (member, its mutable fields before)
         self.reorder: dict[int, tuple[dict[Any, Any], Callable[[Any], Any]]] = {}

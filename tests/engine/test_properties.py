@@ -194,6 +194,7 @@ def play(steps: list[tuple[Any, ...]], static: dict[str, bool]) -> tuple[list[di
     requests: list[dict[str, Any]] = []
     responses: list[dict[str, Any]] = []
     generation = 0
+    last_group = None
     for step in steps:
         request = clients.request(step)
         if request is None:
@@ -204,6 +205,8 @@ def play(steps: list[tuple[Any, ...]], static: dict[str, bool]) -> tuple[list[di
         responses += out
         clients.learn(out)
         group = coordinator.groups.get("g")
+        if group is not last_group:  # removed, or removed and created again: a new generation sequence
+            generation, last_group = 0, group
         generation = 0 if group is None else check_invariants(group, generation)
     responses += coordinator.advance_to(clients.now + 10**8)
     return requests, responses, coordinator
