@@ -90,7 +90,9 @@ class Group:
         self.offset_changes: list[OffsetChange] = []
         self.state_since_ms = created_ms
         self.subscribed_topics: frozenset[str] | None = None
-        self._expiry_moved = False
+        self._expiry_moved = False  # the expiry condition may have changed: recompute the next deadline
+        self._new_deadline: int | None = None  # the earliest expiry among offsets committed in this event
+        self._condition: tuple[ExpiryCondition | None] | None = None  # the current condition, once computed
 
     @classmethod
     def create(cls, group_id: str, t: int, config: EngineConfig) -> Group:
@@ -186,7 +188,15 @@ class Group:
         """Closes an event: a change visible in the snapshot counts once, at `t` (PROTOCOL.md section 4)."""
         if self._expiry_moved:
             self._expiry_moved = False
+            self._new_deadline = None
             self._reschedule_offset_expiry()
+        elif self._new_deadline is not None:
+            # A commit can only bring the next expiry earlier through its own offset: a timer left too early
+            # by an offset it replaced fires, finds nothing expired and moves on.
+            timer = self.timers.get(TimerKind.OFFSETS)
+            if timer is None or self._new_deadline < timer.deadline:
+                self.timers.schedule(TimerKind.OFFSETS, "", self._new_deadline)
+            self._new_deadline = None
         if self._dirty:
             self._dirty = False
             self.version += 1
@@ -451,17 +461,24 @@ class Group:
         """Stores one committed offset and records the change for the offsets topic."""
         self.put(self.offsets.entries, (topic, partition), value)
         self.offset_changes.append(OffsetChange(self.group_id, topic, partition, value))
-        self._expiry_moved = True
+        condition = self.expiry_condition()
+        deadline = None if condition is None else condition.deadline(topic, value)
+        if deadline is not None and (self._new_deadline is None or deadline < self._new_deadline):
+            self._new_deadline = deadline
 
     def drain_offset_changes(self) -> list[OffsetChange]:
         changes, self.offset_changes = self.offset_changes, []
         return changes
 
     def expiry_condition(self) -> ExpiryCondition | None:
-        return expiry_condition(self.state, self.protocol_type, self.state_since_ms, self.subscribed_topics,
-                                self.config.offsets_retention_ms)
+        """The group's offset expiry condition now (kept until a transition or new subscriptions change it)."""
+        if self._condition is None:
+            self._condition = (expiry_condition(self.state, self.protocol_type, self.state_since_ms,
+                                                self.subscribed_topics, self.config.offsets_retention_ms),)
+        return self._condition[0]
 
     def _reschedule_offset_expiry(self) -> None:
+        self._condition = None
         deadline = self.offsets.next_deadline(self.expiry_condition())
         timer = self.timers.get(TimerKind.OFFSETS)
         if deadline is None:

@@ -262,10 +262,10 @@ def committed_value(
     retention_time_ms: int,
 ) -> CommittedOffset:
     """OffsetAndMetadata.fromRequest: what one accepted partition of an OffsetCommit stores."""
-    return CommittedOffset(
-        offset=offset,
-        leader_epoch=leader_epoch,
-        metadata=NO_METADATA if metadata is None else metadata,
-        commit_timestamp_ms=now if commit_timestamp_ms == DEFAULT_COMMIT_TIMESTAMP_MS else commit_timestamp_ms,
-        expire_timestamp_ms=None if retention_time_ms == DEFAULT_RETENTION_TIME_MS else now + retention_time_ms,
+    return CommittedOffset(  # offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms
+        offset,
+        leader_epoch,
+        NO_METADATA if metadata is None else metadata,
+        now if commit_timestamp_ms == DEFAULT_COMMIT_TIMESTAMP_MS else commit_timestamp_ms,
+        None if retention_time_ms == DEFAULT_RETENTION_TIME_MS else now + retention_time_ms,
     )
