@@ -7,9 +7,12 @@ import base64
 import json
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from coordinator_state import LocalCoordinator
+
+from .bench_spark import add_spark_bench_arguments, spark_bench_main
 
 EPOCH_MS = 1_700_000_000_000
 META = base64.b64encode(b"consumer-metadata").decode()
@@ -105,16 +108,22 @@ def bench_join_round(members: int) -> dict[str, float]:
 
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine", choices=["local"], default="local",
-                        help="which engine to measure (local: the pure-Python engine alone)")
-    parser.add_argument("--groups", type=int, default=10_000, help="Stable groups for the heartbeat figure")
-    parser.add_argument("--members", type=int, default=10, help="members per group for the heartbeat figure")
+    parser.add_argument("--engine", choices=["local", "spark", "both"], default="local",
+                        help="local: the pure-Python engine alone; spark: the streaming job (replay and live paths); "
+                             "both: the streaming job and the local engine on the same traffic, and their ratio")
+    parser.add_argument("--groups", type=int, default=10_000, help="groups (local: Stable groups for the heartbeats)")
+    parser.add_argument("--members", type=int, default=10, help="members per group")
     parser.add_argument("--rounds", type=int, default=3, help="heartbeats per member")
     parser.add_argument("--join-members", type=int, default=1000, help="members in the join round")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON line on stdout")
+    add_spark_bench_arguments(parser)
 
 
-def bench_main(args: argparse.Namespace) -> int:
+def bench_main(args: argparse.Namespace, settings: Mapping[str, Any]) -> int:
+    if args.engine != "local":
+        spark_figures = spark_bench_main(args, settings)
+        print(json.dumps(spark_figures) if args.json else json.dumps(spark_figures, indent=2))
+        return 0
     print(f"building {args.groups} Stable groups x {args.members} members...", file=sys.stderr)
     figures: dict[str, Any] = {"engine": args.engine}
     figures.update(bench_heartbeats(args.groups, args.members, args.rounds))

@@ -138,11 +138,19 @@ def _count(condition: Column) -> Column:
     return F.sum(F.when(condition, 1).otherwise(0))
 
 
+def _empty_step(key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
+    """The benchmark's ceiling: the same operator with no coordinator logic (reads its rows, answers nothing)."""
+    for _ in batches:
+        pass
+    yield pd.DataFrame({"topic": [], "key": [], "value": []})
+
+
 def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: bool, source: str = "topic",
-                   late_requests: Accumulator[int] | None = None) -> DataFrame:
+                   late_requests: Accumulator[int] | None = None, empty_group_step: bool = False) -> DataFrame:
     """The whole query from a DataFrame of records (value binary, partition, offset, timestamp) to output rows.
 
-    `late_requests`, if given, counts the requests processed after the watermark had passed them.
+    `late_requests`, if given, counts the requests processed after the watermark had passed them;
+    `empty_group_step` replaces the coordinator by a function that answers nothing (the benchmark's ceiling).
     """
     lateness = int(settings["coordinator.lateness.ms"])
     skew = int(settings["coordinator.max.clock.skew.ms"]) if live else None
@@ -165,9 +173,10 @@ def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: boo
     never_late = F.lit(None).cast("timestamp").alias(
         "event_time", metadata={"spark.watermarkDelayMs": lateness})
     requests = parsed.filter(F.col("kind") != "tick")
+    step = _empty_step if empty_group_step else make_group_step(settings, live, late_requests)
     return (
         requests.select(*[c for c in requests.columns if c != "event_time"], never_late)
         .groupBy("invalid", "group_id")
-        .applyInPandasWithState(make_group_step(settings, live, late_requests), OUTPUT_SCHEMA, STATE_SCHEMA, "append",
+        .applyInPandasWithState(step, OUTPUT_SCHEMA, STATE_SCHEMA, "append",
                                 GroupStateTimeout.EventTimeTimeout)
     )

@@ -175,7 +175,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from streaming.bench import bench_main
 
-    return bench_main(args)
+    return bench_main(args, _load(args))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -252,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="measure the engine's speed",
                                 description="Prints progress on stderr and the figures as the last line of stdout.")
     add_bench_arguments(bench)
+    _settings_arguments(bench)
     bench.set_defaults(handler=cmd_bench)
 
     chaos = commands.add_parser("chaos", help="bounce, crash and restart simulated clients; report rebalances",
