@@ -261,7 +261,7 @@ def run_spark_plan(spark: Any, path: Path, settings: Mapping[str, Any], records_
             output = records.select("value")
         elif cut == "parse":
             output = (records.select("value", "partition", "offset", F.unix_millis("timestamp").alias("record_ts"))
-                      .mapInPandas(make_parser(None, "file"), PARSED_SCHEMA))
+                      .mapInArrow(make_parser(None, "file"), PARSED_SCHEMA))
         else:
             output = build_pipeline(records, settings, live=False, source="file", empty_group_step=True)
         with tempfile.TemporaryDirectory(prefix="bench-checkpoint-") as checkpoint:

@@ -2,7 +2,7 @@
 
 A thin adapter over `coordinator_state.run_group`. The pipeline:
 
-1. `mapInPandas(parse)`: every record becomes a request (keyed by its body's group id, with its
+1. `mapInArrow(parse)`: every record becomes a request (keyed by its body's group id, with its
    event time), a tick (event time only) or an invalid record (a dead letter, plus an answer when
    it names a `reply_to`). Invalid records carry no event time, so they cannot move the watermark.
 2. `withWatermark(event_time, lateness)`: ticks move it too; then ticks are filtered out.
@@ -17,10 +17,11 @@ A thin adapter over `coordinator_state.run_group`. The pipeline:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 from pyspark import Accumulator
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -52,18 +53,24 @@ def _source_label(source: str, partition: int, offset: int) -> str:
     return f"file:{offset + 1}" if source == "file" else f"topic:{partition}:{offset}"
 
 
-Parser = Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]
+PARSED_ARROW_SCHEMA = pa.schema([
+    ("kind", pa.string()), ("invalid", pa.bool_()), ("group_id", pa.string()), ("event_ms", pa.int64()),
+    ("partition", pa.int32()), ("offset", pa.int64()), ("record_ts", pa.int64()), ("value", pa.binary()),
+    ("dead_letter", pa.string()), ("response", pa.string()), ("reply_to", pa.string())])
+
+Parser = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
 
 def make_parser(max_clock_skew_ms: int | None, source: str) -> Parser:
-    """The `mapInPandas` function of step 1. `max_clock_skew_ms` is None in a replay."""
+    """The `mapInArrow` function of step 1. `max_clock_skew_ms` is None in a replay."""
 
-    def parse(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        for pdf in batches:
+    def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
             rows: list[tuple[Any, ...]] = []
-            for raw, partition, offset, record_ts in zip(pdf["value"], pdf["partition"], pdf["offset"],
-                                                         pdf["record_ts"], strict=True):
-                ts = None if pd.isna(record_ts) else int(record_ts)
+            for raw, partition, offset, ts in zip(batch.column("value").to_pylist(),
+                                                  batch.column("partition").to_pylist(),
+                                                  batch.column("offset").to_pylist(),
+                                                  batch.column("record_ts").to_pylist(), strict=True):
                 parsed = parse_raw(raw, record_timestamp_ms=ts, max_clock_skew_ms=max_clock_skew_ms)
                 if isinstance(parsed, Tick):
                     rows.append(("tick", False, None, parsed.timestamp_ms, partition, offset, ts, None, None, None,
@@ -78,7 +85,10 @@ def make_parser(max_clock_skew_ms: int | None, source: str) -> Parser:
                 else:
                     rows.append(("request", False, parsed.group_id, parsed.timestamp_ms, partition, offset, ts, raw,
                                  None, None, None))
-            yield pd.DataFrame(rows, columns=[c.split()[0] for c in PARSED_SCHEMA.split(", ")])
+            columns: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [[]] * len(PARSED_ARROW_SCHEMA)
+            yield pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(columns, PARSED_ARROW_SCHEMA,
+                                                                                  strict=True)],
+                                             schema=PARSED_ARROW_SCHEMA)
 
     return parse
 
@@ -170,7 +180,7 @@ def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: boo
     skew = int(settings["coordinator.max.clock.skew.ms"]) if live else None
     parsed = (
         records.select("value", "partition", "offset", F.unix_millis("timestamp").alias("record_ts"))
-        .mapInPandas(make_parser(skew, source), PARSED_SCHEMA)
+        .mapInArrow(make_parser(skew, source), PARSED_SCHEMA)
         .withColumn("event_time", F.timestamp_millis("event_ms"))
         .withWatermark("event_time", f"{lateness} milliseconds")
         .observe(METRICS_NAME,
