@@ -239,17 +239,17 @@ def run_spark_plan(spark: Any, path: Path, settings: Mapping[str, Any], records_
     """One replay of the file through the plan cut at `cut` (source, parse, ceiling, full): wall seconds, CPU
     seconds (driver, JVM and workers), progress reports, output rows.
 
-    `full` is the replay path itself (`replay_spark`); the cuts end in Spark's no-op sink.
+    `full` is the replay path itself (`replay_spark_to_files`); the cuts end in Spark's no-op sink.
     """
     from .job import build_pipeline, make_parser
 
     mark = progress.mark()
     started, cpu = time.perf_counter(), tree_cpu_seconds()
     if cut == "full":
-        from .replay import replay_spark
+        from .replay import replay_spark_to_files
 
-        result = replay_spark(path, settings, records_per_batch, None, None)
-        rows = len(result.responses)
+        with tempfile.TemporaryFile() as responses:
+            rows = replay_spark_to_files(path, settings, records_per_batch, None, None, responses, None).responses
     else:
         from pyspark.sql import functions as F
 
