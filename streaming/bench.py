@@ -1,110 +1,170 @@
-"""`coordinator bench`: engine speed figures, printed (never asserted): measure, don't guess."""
+"""`coordinator bench`: engine speed figures, printed (never asserted): measure, don't guess.
+
+Figures are CPU time of this process (`time.process_time`), not wall time: the machines this runs on are
+shared, and the engine is single-threaded pure Python, so its CPU time is what it costs. Set-up (building
+the Stable groups) is linear in the number of members and not measured.
+"""
 
 from __future__ import annotations
 
 import argparse
 import base64
 import json
+import struct
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coordinator_state import LocalCoordinator
+from coordinator_state import SIMULATION_EPOCH_MS as EPOCH_MS
+from coordinator_state import Api, LocalCoordinator, request_envelope
 
 from .bench_spark import add_spark_bench_arguments, spark_bench_main
 
-EPOCH_MS = 1_700_000_000_000
 META = base64.b64encode(b"consumer-metadata").decode()
+CONFIG = {"group.initial.rebalance.delay.ms": 3000}
+COMMIT_TOPIC = "events"
 
 
-def _join(group: str, client: str, instance: str | None, t: int, correlation_id: int) -> dict[str, Any]:
-    return {"api": "JoinGroup", "version": 9, "correlation_id": correlation_id, "client_id": client,
-            "reply_to": client, "timestamp_ms": t,
-            "body": {"group_id": group, "session_timeout_ms": 30000, "rebalance_timeout_ms": 60000,
-                     "member_id": "", "group_instance_id": instance, "protocol_type": "consumer",
-                     "protocols": [{"name": "range", "metadata": META}], "reason": None}}
+def _subscription(topic: str) -> str:
+    """A real ConsumerProtocol v0 subscription to `topic`, so that Stable groups know what they consume."""
+    raw = struct.pack(">hih", 0, 1, len(topic)) + topic.encode() + struct.pack(">i", -1)
+    return base64.b64encode(raw).decode()
 
 
-def _sync(group: str, client: str, member: str, instance: str | None, generation: int, t: int,
+def _join(group: str, client: str, instance: str | None, t: int, metadata: str = META) -> dict[str, Any]:
+    body = {"group_id": group, "session_timeout_ms": 30000, "rebalance_timeout_ms": 60000, "member_id": "",
+            "group_instance_id": instance, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": metadata}], "reason": None}
+    return request_envelope(Api.JOIN_GROUP, body, version=9, correlation_id=1, client_id=client, reply_to=client,
+                            timestamp_ms=t)
+
+
+def _sync(group: str, client: str, member: str, generation: int, t: int,
           assignments: list[dict[str, str]]) -> dict[str, Any]:
-    return {"api": "SyncGroup", "version": 5, "correlation_id": 2, "client_id": client, "reply_to": client,
-            "timestamp_ms": t,
-            "body": {"group_id": group, "generation_id": generation, "member_id": member,
-                     "group_instance_id": instance, "protocol_type": "consumer", "protocol_name": "range",
-                     "assignments": assignments}}
+    body = {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": None,
+            "protocol_type": "consumer", "protocol_name": "range", "assignments": assignments}
+    return request_envelope(Api.SYNC_GROUP, body, version=5, correlation_id=2, client_id=client, reply_to=client,
+                            timestamp_ms=t)
 
 
-def _stable_groups(coord: LocalCoordinator, groups: int, members: int, t: int) -> dict[str, list[tuple[str, str]]]:
-    """Builds `groups` Stable groups of static members; returns group -> [(client, member id)]."""
-    ids: dict[str, list[tuple[str, str]]] = {}
-    for g in range(groups):
-        group = f"group-{g}"
-        for m in range(members):
-            coord.handle(_join(group, f"{group}-c{m}", f"{group}-i{m}", t, 1))
-    responses = coord.advance_to(t + 10_000)
-    for r in responses:
-        ids.setdefault(r["group_id"], []).append((r["reply_to"], r["body"]["member_id"]))
-    for group, clients in ids.items():
-        for client, member in sorted(clients, key=lambda c: c[0] != clients[0][0]):
-            leader = client == _leader_client(responses, group)
-            assignments = [{"member_id": mid, "assignment": ""} for _, mid in clients] if leader else []
-            coord.handle(_sync(group, client, member, None, 1, t + 10_001, assignments))
-    return ids
+class JoinRound:
+    """Every member of the groups joins (static, v9); at the end of the initial delay every group completes."""
+
+    def __init__(self, coord: LocalCoordinator, members: dict[str, list[str]], t: int, metadata: str = META) -> None:
+        self.coord = coord
+        self.members = members  # group -> clients
+        self.t = t
+        self.joins = [_join(group, client, f"{client}-i{index}", t, metadata)
+                      for group, clients in members.items() for index, client in enumerate(clients)]
+
+    def join(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """Sends the joins, completes the join phase; returns group -> client -> JoinGroup response body."""
+        for request in self.joins:
+            self.coord.handle(request)
+        bodies: dict[str, dict[str, dict[str, Any]]] = {group: {} for group in self.members}
+        for response in self.coord.advance_to(self.t + 10_000):
+            bodies[response["group_id"]][response["reply_to"]] = response["body"]
+        return bodies
+
+    def sync(self, bodies: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+        """The leader's SyncGroup (with everyone's assignment), then the followers'; returns their answers."""
+        answers = []
+        t = self.t + 10_001
+        for group, by_client in bodies.items():
+            leader = next(client for client, body in by_client.items() if body["leader"] == body["member_id"])
+            assignments = [{"member_id": body["member_id"], "assignment": META} for body in by_client.values()]
+            answers += self.coord.handle(_sync(group, leader, by_client[leader]["member_id"], 1, t, assignments))
+            for client, body in by_client.items():
+                if client != leader:
+                    answers += self.coord.handle(_sync(group, client, body["member_id"], 1, t, []))
+        return answers
 
 
-def _leader_client(responses: list[dict[str, Any]], group: str) -> str:
-    return next(str(r["reply_to"]) for r in responses
-                if r["group_id"] == group and r["body"]["leader"] == r["body"]["member_id"])
+def stable_groups(coord: LocalCoordinator, groups: int, members: int, t: int,
+                  metadata: str = META) -> dict[str, list[tuple[str, str]]]:
+    """Builds `groups` Stable groups of `members` static members; returns group -> [(client, member id)]."""
+    layout = {f"group-{g}": [f"group-{g}-c{m}" for m in range(members)] for g in range(groups)}
+    round_ = JoinRound(coord, layout, t, metadata)
+    bodies = round_.join()
+    answers = round_.sync(bodies)
+    refused = sum(a["body"]["error_code"] != 0 for a in answers)
+    if refused or len(answers) != groups * members:
+        raise RuntimeError(f"set-up failed: {len(answers)} SyncGroup answers, {refused} refused")
+    return {group: [(client, body["member_id"]) for client, body in by_client.items()]
+            for group, by_client in bodies.items()}
 
 
 def bench_heartbeats(groups: int, members: int, rounds: int) -> dict[str, float]:
-    coord = LocalCoordinator({"group.initial.rebalance.delay.ms": 3000})
-    ids = _stable_groups(coord, groups, members, EPOCH_MS)
-    states = {coord.describe(g)["state"] for g in ids}  # type: ignore[index]
-    if states != {"Stable"}:
-        raise RuntimeError(f"setup failed: groups in states {states}")
+    coord = LocalCoordinator(CONFIG)
+    ids = stable_groups(coord, groups, members, EPOCH_MS)
     t0 = EPOCH_MS + 11_000
     requests = []
     for r in range(rounds):
         t = t0 + r * 3000
         for group, clients in ids.items():
             for client, member in clients:
-                requests.append({"api": "Heartbeat", "version": 4, "correlation_id": 10 + r, "client_id": client,
-                                 "reply_to": client, "timestamp_ms": t,
-                                 "body": {"group_id": group, "generation_id": 1, "member_id": member,
-                                          "group_instance_id": None}})
+                body = {"group_id": group, "generation_id": 1, "member_id": member, "group_instance_id": None}
+                requests.append(request_envelope(Api.HEARTBEAT, body, version=4, correlation_id=10 + r,
+                                                 client_id=client, reply_to=client, timestamp_ms=t))
     errors = 0
-    start = time.perf_counter()
+    start = time.process_time()
     for request in requests:
         for response in coord.handle(request):
             errors += response["body"]["error_code"] != 0
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     if errors:
         raise RuntimeError(f"{errors} heartbeats were refused: the benchmark is not measuring the happy path")
     return {"heartbeat_requests_per_s": len(requests) / elapsed, "heartbeat_requests": len(requests)}
 
 
+def bench_commits(groups: int, members: int, partitions: int, rounds: int) -> dict[str, float]:
+    """Every member of Stable consumer groups commits its `partitions` partitions (one OffsetCommit v9 each),
+    `rounds` times: the commit path, the offsets store and the expiry bookkeeping of a Stable group."""
+    coord = LocalCoordinator(CONFIG)
+    ids = stable_groups(coord, groups, members, EPOCH_MS, _subscription(COMMIT_TOPIC))
+    t0 = EPOCH_MS + 11_000
+    requests = []
+    for r in range(rounds):
+        t = t0 + r * 5000
+        for group, clients in ids.items():
+            for index, (client, member) in enumerate(clients):
+                owned = range(index * partitions, (index + 1) * partitions)
+                body = {"group_id": group, "generation_id_or_member_epoch": 1, "member_id": member,
+                        "group_instance_id": f"{client}-i{index}", "topics": [{"name": COMMIT_TOPIC, "partitions": [
+                            {"partition_index": p, "committed_offset": 1000 * r + p, "committed_leader_epoch": 0,
+                             "committed_metadata": ""} for p in owned]}]}
+                requests.append(request_envelope(Api.OFFSET_COMMIT, body, version=9, correlation_id=100 + r,
+                                                 client_id=client, reply_to=client, timestamp_ms=t))
+    errors = 0
+    start = time.process_time()
+    for request in requests:
+        for response in coord.handle(request):
+            errors += response["body"]["error_code"] != 0
+    elapsed = time.process_time() - start
+    changes = len(coord.drain_offset_changes())
+    if errors or changes != len(requests) * partitions:
+        raise RuntimeError(f"{errors} commits refused, {changes} offsets stored: the benchmark is not measuring "
+                           "the happy path")
+    return {"commits_per_s": len(requests) / elapsed, "committed_partitions_per_s": changes / elapsed,
+            "commit_requests": len(requests)}
+
+
 def bench_join_round(members: int) -> dict[str, float]:
-    coord = LocalCoordinator({"group.initial.rebalance.delay.ms": 3000})
-    joins = [_join("big", f"c{m}", f"i{m}", EPOCH_MS + m, 1) for m in range(members)]
-    start = time.perf_counter()
-    for request in joins:
-        coord.handle(request)
-    joined = coord.advance_to(EPOCH_MS + 20_000)
-    by_client = {r["reply_to"]: r["body"] for r in joined}
-    leader_client = next(c for c, b in by_client.items() if b["leader"] == b["member_id"])
-    assignments = [{"member_id": b["member_id"], "assignment": META} for b in by_client.values()]
-    t = EPOCH_MS + 20_001
-    synced = coord.handle(_sync("big", leader_client, by_client[leader_client]["member_id"], None, 1, t, assignments))
-    for client, body in by_client.items():
-        if client != leader_client:
-            synced += coord.handle(_sync("big", client, body["member_id"], None, 1, t, []))
-    elapsed = time.perf_counter() - start
-    if len(joined) != members or sum(r["body"]["error_code"] == 0 for r in synced) != members:
+    """One group of `members` static members: every JoinGroup, the join phase completing, every SyncGroup."""
+    coord = LocalCoordinator(CONFIG)
+    round_ = JoinRound(coord, {"big": [f"c{m}" for m in range(members)]}, EPOCH_MS)
+    start = time.process_time()
+    bodies = round_.join()
+    answers = round_.sync(bodies)
+    elapsed = time.process_time() - start
+    if len(bodies["big"]) != members or sum(a["body"]["error_code"] == 0 for a in answers) != members:
         raise RuntimeError("the join round did not complete: the benchmark is broken")
-    return {"join_round_1000_members_ms" if members == 1000 else f"join_round_{members}_members_ms":
-            elapsed * 1000}
+    return {f"join_round_{members}_members_ms": elapsed * 1000}
+
+
+def _sizes(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part.strip()]
 
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
@@ -113,8 +173,10 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
                              "both: the streaming job and the local engine on the same traffic, and their ratio")
     parser.add_argument("--groups", type=int, default=10_000, help="groups (local: Stable groups for the heartbeats)")
     parser.add_argument("--members", type=int, default=10, help="members per group")
-    parser.add_argument("--rounds", type=int, default=3, help="heartbeats per member")
-    parser.add_argument("--join-members", type=int, default=1000, help="members in the join round")
+    parser.add_argument("--rounds", type=int, default=3, help="heartbeats (and commits) per member")
+    parser.add_argument("--partitions", type=int, default=6, help="partitions each member commits per OffsetCommit")
+    parser.add_argument("--join-members", type=_sizes, default=[1000, 10_000], metavar="N[,N...]",
+                        help="members in each measured join round (default 1000,10000)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON line on stdout")
     add_spark_bench_arguments(parser)
 
@@ -125,11 +187,17 @@ def bench_main(args: argparse.Namespace, settings: Mapping[str, Any]) -> int:
         print(json.dumps(spark_figures) if args.json else json.dumps(spark_figures, indent=2))
         return 0
     print(f"building {args.groups} Stable groups x {args.members} members...", file=sys.stderr)
-    figures: dict[str, Any] = {"engine": args.engine}
+    figures: dict[str, Any] = {"engine": args.engine, "clock": "process_time"}
     figures.update(bench_heartbeats(args.groups, args.members, args.rounds))
     print(f"heartbeats: {figures['heartbeat_requests_per_s']:,.0f}/s", file=sys.stderr)
-    print(f"join round of {args.join_members} static members...", file=sys.stderr)
-    figures.update(bench_join_round(args.join_members))
+    print(f"building {args.groups} Stable consumer groups x {args.members} members for commits of "
+          f"{args.partitions} partitions...", file=sys.stderr)
+    figures.update(bench_commits(args.groups, args.members, args.partitions, args.rounds))
+    print(f"commits: {figures['commits_per_s']:,.0f}/s", file=sys.stderr)
+    join_members: Sequence[int] = args.join_members
+    for members in join_members:
+        print(f"join round of {members} static members...", file=sys.stderr)
+        figures.update(bench_join_round(members))
     if args.json:
         print(json.dumps(figures))
     else:

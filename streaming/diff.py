@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from coordinator_state import is_tombstone, response_key
+
 KINDS = ("responses", "snapshots", "dead-letters", "traffic")
 NOT_JSON = object()
 FIELDS_SHOWN = 4
@@ -126,7 +128,7 @@ def line_kind(value: Any) -> str:
             return "dead-letters"
         if isinstance(value.get("body"), dict) and "error_code" in value["body"] and "api" in value:
             return "responses"
-        if "api" not in value and "group_id" in value and ("state" in value or value.get("tombstone") is True):
+        if "api" not in value and "group_id" in value and ("state" in value or is_tombstone(value)):
             return "snapshots"
     return "traffic"
 
@@ -152,8 +154,8 @@ def compare_responses(a: Sequence[Line], b: Sequence[Line]) -> DiffReport:
     def keyed(lines: Sequence[Line]) -> dict[str, dict[str, Any]]:
         found: dict[str, dict[str, Any]] = defaultdict(dict)
         for line in lines:
-            reply_to = line.value.get("reply_to", line.value.get("client_id"))
-            key = f"reply_to={reply_to} correlation_id={line.value.get('correlation_id')}"
+            matched = response_key(line.value)
+            key = "no response key" if matched is None else f"reply_to={matched[0]} correlation_id={matched[1]}"
             found[key].setdefault(canonical(line.value), line.value)  # an exact duplicate is dropped
         return found
 
@@ -175,7 +177,7 @@ def compare_responses(a: Sequence[Line], b: Sequence[Line]) -> DiffReport:
 
 
 def _snapshot_summary(value: dict[str, Any]) -> str:
-    if value.get("tombstone") is True:
+    if is_tombstone(value):
         return "tombstone"
     return f"{value.get('state')}, generation {value.get('generation_id')}, version {value.get('version')}"
 
@@ -192,7 +194,7 @@ def compare_snapshots(a: Sequence[Line], b: Sequence[Line]) -> DiffReport:
             report.differences.append(Difference(key, "B only", _snapshot_summary(right[group])))
         elif canonical(left[group]) != canonical(right[group]):
             ours, theirs = left[group], right[group]
-            if ours.get("tombstone") is True or theirs.get("tombstone") is True:
+            if is_tombstone(ours) or is_tombstone(theirs):
                 detail = f"{_snapshot_summary(ours)} != {_snapshot_summary(theirs)}"
             else:
                 detail = describe_difference(ours, theirs)

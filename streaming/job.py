@@ -11,8 +11,9 @@ A thin adapter over `coordinator_state.run_group`. The pipeline:
    next deadline; the timeout is set to that deadline minus one, because Spark times a key out
    only once the watermark is strictly past it. Invalid records go through the same operator under
    the `invalid` flag (no state), so the query has one output and one sink.
-4. Output rows `(topic, key, value)`: responses keyed by `reply_to`, snapshots (null = tombstone)
-   keyed by group id, dead letters keyed as received.
+4. Output rows `(topic, key, value)`: responses keyed by `reply_to`, committed offsets keyed
+   `GROUP/TOPIC/PARTITION` (null = gone), snapshots (null = tombstone) keyed by group id, dead
+   letters keyed as received. A ListGroups is an invalid record here: no single group holds its answer.
 """
 
 from __future__ import annotations
@@ -25,19 +26,20 @@ import pyarrow as pa
 from pyspark import Accumulator
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+from pyspark.sql.streaming.state import GroupState as SparkGroupState
+from pyspark.sql.streaming.state import GroupStateTimeout
 
 from coordinator_state import (
     EngineConfig,
     Invalid,
+    Request,
     Tick,
-    dead_letter,
-    invalid_response,
+    for_one_group,
     parse_raw,
+    reject,
     run_group,
     to_json,
 )
-from coordinator_state.requests import Request
 
 from .settings import engine_config
 
@@ -71,13 +73,12 @@ def make_parser(max_clock_skew_ms: int | None, source: str) -> Parser:
                                                   batch.column("partition").to_pylist(),
                                                   batch.column("offset").to_pylist(),
                                                   batch.column("record_ts").to_pylist(), strict=True):
-                parsed = parse_raw(raw, record_timestamp_ms=ts, max_clock_skew_ms=max_clock_skew_ms)
+                parsed = for_one_group(parse_raw(raw, record_timestamp_ms=ts, max_clock_skew_ms=max_clock_skew_ms))
                 if isinstance(parsed, Tick):
                     rows.append(("tick", False, None, parsed.timestamp_ms, partition, offset, ts, None, None, None,
                                  None))
                 elif isinstance(parsed, Invalid):
-                    letter = dead_letter(_source_label(source, int(partition), int(offset)), raw, parsed.reason)
-                    response = invalid_response(parsed)
+                    letter, response = reject(parsed, _source_label(source, int(partition), int(offset)), raw)
                     # The dead letter already holds the record: the raw value is not shuffled a second time.
                     rows.append(("invalid", True, "", None, partition, offset, ts, None, to_json(letter),
                                  None if response is None else to_json(response),
@@ -101,8 +102,9 @@ def make_group_step(settings: Mapping[str, Any], live: bool,
     responses_topic = settings["coordinator.responses.topic"]
     snapshots_topic = settings["coordinator.snapshots.topic"]
     dead_letters_topic = settings["coordinator.dead.letters.topic"]
+    offsets_topic = settings["coordinator.offsets.topic"]
 
-    def step(key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
+    def step(key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: SparkGroupState) -> Iterator[pd.DataFrame]:
         invalid, group_id = bool(key[0]), str(key[1])
         frames = [pdf for pdf in batches if len(pdf)]
         rows = None if not frames else frames[0] if len(frames) == 1 else pd.concat(frames)
@@ -120,8 +122,9 @@ def make_group_step(settings: Mapping[str, Any], live: bool,
             requests: list[Request] = []
             if rows is not None:
                 for raw, record_ts in zip(rows["value"], rows["record_ts"], strict=True):
-                    parsed = parse_raw(raw, record_timestamp_ms=None if pd.isna(record_ts) else int(record_ts),
-                                       max_clock_skew_ms=skew)
+                    parsed = for_one_group(parse_raw(
+                        raw, record_timestamp_ms=None if pd.isna(record_ts) else int(record_ts),
+                        max_clock_skew_ms=skew))
                     assert not isinstance(parsed, Tick | Invalid), "the parse stage routes these elsewhere"
                     requests.append(parsed)
             stored = state.get[0] if state.exists else None
@@ -130,6 +133,9 @@ def make_group_step(settings: Mapping[str, Any], live: bool,
             if late_requests is not None and outcome.late_requests:
                 late_requests.add(outcome.late_requests)
             out += [(responses_topic, r["reply_to"], to_json(r)) for r in outcome.responses]
+            for change in outcome.offset_changes:
+                record = change.record()
+                out.append((offsets_topic, change.key, None if record is None else to_json(record)))
             if outcome.snapshot is not None:
                 out.append((snapshots_topic, group_id, to_json(outcome.snapshot)))
             if outcome.state is None:
@@ -162,7 +168,8 @@ def _count(condition: Column) -> Column:
     return F.sum(F.when(condition, 1).otherwise(0))
 
 
-def _empty_step(key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
+def _empty_step(key: tuple[Any, ...], batches: Iterator[pd.DataFrame],
+                state: SparkGroupState) -> Iterator[pd.DataFrame]:
     """The benchmark's ceiling: the same operator with no coordinator logic (reads its rows, answers nothing)."""
     for _ in batches:
         pass

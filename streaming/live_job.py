@@ -33,7 +33,7 @@ MONITOR_INTERVAL_S = 1.0
 
 
 def topic_specs(settings: Mapping[str, Any]) -> list[tuple[str, int, bool]]:
-    """(name, partitions, compacted) of the coordinator's four topics."""
+    """(name, partitions, compacted) of the coordinator's topics (PROTOCOL.md sections 1 and 8)."""
     requests = int(settings["coordinator.requests.partitions"])
     responses = int(settings["coordinator.responses.partitions"])
     return [
@@ -41,6 +41,7 @@ def topic_specs(settings: Mapping[str, Any]) -> list[tuple[str, int, bool]]:
         (str(settings["coordinator.responses.topic"]), responses, False),
         (str(settings["coordinator.snapshots.topic"]), requests, True),
         (str(settings["coordinator.dead.letters.topic"]), 1, False),
+        (str(settings["coordinator.offsets.topic"]), requests, True),
     ]
 
 

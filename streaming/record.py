@@ -30,7 +30,7 @@ from typing import Any, BinaryIO, NamedTuple
 
 from kafka import KafkaConsumer, TopicPartition
 
-from coordinator_state import to_json
+from coordinator_state import to_json, tombstone
 
 from .broker import wait_for_broker
 from .kafka_source import log_end_offsets
@@ -72,7 +72,7 @@ def record_line(record: Fetched) -> tuple[bytes, str]:
     if record.value is None:
         if record.key is None:
             return b"", "bad"
-        return to_json({"group_id": record.key.decode("utf-8", "replace"), "tombstone": True}).encode(), "tombstone"
+        return to_json(tombstone(record.key.decode("utf-8", "replace"))).encode(), "tombstone"
     try:
         obj = json.loads(record.value.decode("utf-8"))
     except (ValueError, RecursionError):

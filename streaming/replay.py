@@ -1,7 +1,8 @@
 """Replaying recorded traffic: the local engine record by record, or the production query in Spark.
 
-Both take the same file and settings and give the same responses, final snapshots and dead letters
-(PROTOCOL.md section 5), whatever the micro-batch size, for traffic without late requests.
+Both take the same file and settings and give the same responses, final snapshots, final committed
+offsets and dead letters (PROTOCOL.md section 5), whatever the micro-batch size, for traffic without
+late requests.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from coordinator_state import Invalid, LocalCoordinator, Tick, dead_letter, invalid_response, parse_raw, to_json
+from coordinator_state import OffsetChange, ReplayDriver, to_json
+from coordinator_state import tombstone as tombstone_record
 
 from .file_source import split_lines
 from .settings import engine_config
@@ -29,43 +31,32 @@ class ReplayResult:
 
     responses: list[str] = field(default_factory=list)
     snapshots: dict[str, str] = field(default_factory=dict)  # group id -> final snapshot or tombstone line
+    offsets: dict[str, str] = field(default_factory=dict)  # GROUP/TOPIC/PARTITION -> final value or tombstone
     dead_letters: list[str] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
 
 
 def tombstone(group_id: str) -> str:
-    return to_json({"group_id": group_id, "tombstone": True})
+    return to_json(tombstone_record(group_id))
 
 
 def replay_local(lines: Sequence[bytes], settings: Mapping[str, Any], progress: Progress | None = None) -> ReplayResult:
-    """Record by record: after each record the watermark is the largest event time so far minus the lateness."""
-    coordinator = LocalCoordinator(engine_config(settings))
-    lateness = int(settings["coordinator.lateness.ms"])
+    """Record by record through the engine's replay driver (PROTOCOL.md section 5's local clock rule)."""
+    driver = ReplayDriver(engine_config(settings))
     result = ReplayResult()
-    existed: dict[str, None] = {}
-    high: int | None = None
     for number, raw in enumerate(lines, start=1):
-        parsed = parse_raw(raw)
-        if isinstance(parsed, Invalid):
-            result.counts["dead_letters"] += 1
-            result.dead_letters.append(to_json(dead_letter(f"file:{number}", raw, parsed.reason)))
-            answer = invalid_response(parsed)
-            if answer is not None:
-                result.responses.append(to_json(answer))
-            continue
-        result.counts["ticks" if isinstance(parsed, Tick) else "requests"] += 1
-        responses = coordinator.process(parsed)
-        if not isinstance(parsed, Tick) and parsed.group_id in coordinator.groups:
-            existed[parsed.group_id] = None
-        high = parsed.timestamp_ms if high is None else max(high, parsed.timestamp_ms)
-        responses += coordinator.advance_to(high - lateness)
-        result.responses += map(to_json, responses)
+        fed = driver.feed(raw, f"file:{number}")
+        if fed.dead_letter is not None:
+            result.dead_letters.append(to_json(fed.dead_letter))
+        result.responses += map(to_json, fed.responses)
         if progress is not None and number % 1000 == 0:
             progress(number, len(lines))
-    for group_id in existed:
-        snapshot = coordinator.describe(group_id)
-        result.snapshots[group_id] = tombstone(group_id) if snapshot is None else to_json(snapshot)
-    result.counts["late_requests"] = coordinator.counters["late_requests"]
+    finished = driver.finish()
+    result.responses += map(to_json, finished.responses)
+    result.snapshots = {group_id: to_json(snapshot) for group_id, snapshot in finished.snapshots.items()}
+    result.offsets = {key: to_json(line) for key, line in finished.offsets.items()}
+    result.counts.update(driver.counts)
+    result.counts["late_requests"] = driver.late_requests
     return result
 
 
@@ -76,6 +67,7 @@ class SparkReplayOutput:
     responses: int = 0
     dead_letters: int = 0
     snapshots: dict[str, str] = field(default_factory=dict)  # group id -> final snapshot or tombstone line
+    offsets: dict[str, str] = field(default_factory=dict)  # GROUP/TOPIC/PARTITION -> final value or tombstone
     late_requests: int = 0
 
 
@@ -86,8 +78,8 @@ def replay_spark_to_files(path: Path, settings: Mapping[str, Any], records_per_b
 
     Each micro-batch's output goes to Parquet files written by the executors (a batch Spark runs again
     after a failure overwrites its first attempt); at the end they are read back batch by batch, a
-    record batch at a time, into `responses` and `dead_letters`. Only the final snapshot of each group
-    is held in memory.
+    record batch at a time, into `responses` and `dead_letters`. Only each group's final snapshot and each
+    committed offset's final line are held in memory.
     """
     import pyarrow.parquet as pq
 
@@ -103,6 +95,7 @@ def replay_spark_to_files(path: Path, settings: Mapping[str, Any], records_per_b
     result = SparkReplayOutput()
     responses_topic = settings["coordinator.responses.topic"]
     dead_letters_topic = settings["coordinator.dead.letters.topic"]
+    offsets_topic = settings["coordinator.offsets.topic"]
     with tempfile.TemporaryDirectory(prefix="replay-") as scratch:
         spool = Path(scratch) / "batches"
 
@@ -124,9 +117,12 @@ def replay_spark_to_files(path: Path, settings: Mapping[str, Any], records_per_b
                             if dead_letters is not None:
                                 dead_letters.write(value.encode() + b"\n")
                             result.dead_letters += 1
+                        elif topic == offsets_topic:
+                            result.offsets[key] = offset_tombstone(key) if value is None else str(value)
                         else:
                             result.snapshots[key] = tombstone(key) if value is None else str(value)
     result.late_requests = int(late_requests.value)
+    result.offsets = dict(sorted(result.offsets.items()))
     return result
 
 
@@ -136,7 +132,7 @@ def replay_spark(path: Path, settings: Mapping[str, Any], records_per_batch: int
     with tempfile.TemporaryFile() as responses, tempfile.TemporaryFile() as dead_letters:
         written = replay_spark_to_files(path, settings, records_per_batch, checkpoint, master, responses,
                                         dead_letters)
-        result = ReplayResult(snapshots=written.snapshots)
+        result = ReplayResult(snapshots=written.snapshots, offsets=written.offsets)
         responses.seek(0)
         result.responses = [line.decode().removesuffix("\n") for line in responses]
         dead_letters.seek(0)
@@ -146,6 +142,13 @@ def replay_spark(path: Path, settings: Mapping[str, Any], records_per_batch: int
     return result
 
 
+def offset_tombstone(key: str) -> str:
+    """The file line of an offset gone from the offsets topic, from its key `GROUP/TOPIC/PARTITION`
+    (Kafka topic names hold no '/', so the last two separators split it)."""
+    group_id, topic, partition = key.rsplit("/", 2)
+    return to_json(OffsetChange(group_id, topic, int(partition), None).line())
+
+
 def write_lines(path: Path, lines: Sequence[str]) -> None:
     with path.open("w", encoding="utf-8") as fh:
         for line in lines:
@@ -153,12 +156,15 @@ def write_lines(path: Path, lines: Sequence[str]) -> None:
             fh.write("\n")
 
 
-def write_result(result: ReplayResult, output: Path, snapshots: Path | None, dead_letters: Path | None) -> None:
+def write_result(result: ReplayResult, output: Path, snapshots: Path | None, dead_letters: Path | None,
+                 offsets: Path | None = None) -> None:
     write_lines(output, result.responses)
     if snapshots is not None:
         write_lines(snapshots, [result.snapshots[g] for g in sorted(result.snapshots)])
     if dead_letters is not None:
         write_lines(dead_letters, result.dead_letters)
+    if offsets is not None:
+        write_lines(offsets, list(result.offsets.values()))
 
 
 def report_bad_lines(result: ReplayResult) -> None:

@@ -26,6 +26,7 @@ DEFAULTS: dict[str, Any] = {
     "coordinator.responses.topic": "coordinator.responses",
     "coordinator.snapshots.topic": "coordinator.snapshots",
     "coordinator.dead.letters.topic": "coordinator.dead-letters",
+    "coordinator.offsets.topic": "coordinator.offsets",
     "coordinator.requests.partitions": 3,
     "coordinator.responses.partitions": 3,
     "coordinator.query.name": "group-coordinator",

@@ -2,7 +2,10 @@
 
 Built from the chaos harness's simulated clients (real GroupMembers on the engine), so the traffic is
 what a client would really send: joins, MEMBER_ID_REQUIRED rejoins, syncs, heartbeats, a static member
-down for longer than its session, ticks. Hostile records are mixed in; each line is one record.
+down for longer than its session, ticks. An admin and a simple consumer add the offsets and listing
+APIs (commits, one of them expiring, fetches, describes). Hostile records are mixed in, a ListGroups
+among them (no single group holds its answer: a dead letter on the request topic); each line is one
+record.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from chaos_harness import run_chaos
-from coordinator_state import to_json
+from coordinator_state import Api, request_envelope, to_json
 
 HOSTILE = [
     b"not json at all",
@@ -23,6 +26,8 @@ HOSTILE = [
     json.dumps({"api": "SyncGroup", "version": 5, "correlation_id": 2, "reply_to": "hostile",
                 "timestamp_ms": 1_700_000_000_600, "body": {"group_id": "orders", "generation_id": "1"}}).encode(),
     json.dumps({"api": "JoinGroup", "junk": "x" * 100_000}).encode(),
+    json.dumps({"api": "ListGroups", "version": 5, "correlation_id": 3, "reply_to": "hostile",
+                "timestamp_ms": 1_700_000_000_700, "body": {"states_filter": [], "types_filter": []}}).encode(),
 ]
 
 
@@ -47,6 +52,8 @@ def build_traffic(size: str = "full") -> list[bytes]:
                    + _chaos_lines("payments", "rolling-bounce", "dynamic", 3, seed=2))
     start = min(r["timestamp_ms"] for r in records)
     records += silent_group(start + 150)
+    if size == "full":
+        records += offsets_and_listing(start + 200)
     records.sort(key=lambda r: r["timestamp_ms"])  # stable: each source keeps its own order
     lines = [to_json(r).encode() for r in records]
     step = max(1, len(lines) // (len(HOSTILE) + 1))
@@ -57,11 +64,36 @@ def build_traffic(size: str = "full") -> list[bytes]:
 
 def silent_group(t: int) -> list[dict]:
     """One static member of group "quiet" that joins (v4, no MEMBER_ID_REQUIRED for static) and goes silent."""
-    join = {"api": "JoinGroup", "version": 5, "correlation_id": 1, "client_id": "quiet", "reply_to": "quiet-1",
-            "timestamp_ms": t, "body": {"group_id": "quiet", "session_timeout_ms": 6000, "rebalance_timeout_ms": 6000,
-                                        "member_id": "", "group_instance_id": "quiet-0", "protocol_type": "consumer",
-                                        "protocols": [{"name": "range", "metadata": ""}]}}
-    return [join]
+    body = {"group_id": "quiet", "session_timeout_ms": 6000, "rebalance_timeout_ms": 6000, "member_id": "",
+            "group_instance_id": "quiet-0", "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": ""}]}
+    return [request_envelope(Api.JOIN_GROUP, body, version=5, correlation_id=1, client_id="quiet", reply_to="quiet-1",
+                             timestamp_ms=t)]
+
+
+def offsets_and_listing(t: int) -> list[dict]:
+    """A simple consumer committing to group "ledger" (one offset with a 20 s retention, so it expires during
+    the traffic), fetching it back before and after, and an admin describing and fetching "orders"."""
+    def envelope(api: str, version: int, correlation_id: int, at: int, body: dict) -> dict:
+        return {"api": api, "version": version, "correlation_id": correlation_id, "client_id": "admin",
+                "client_host": "/10.0.0.99", "reply_to": "admin-1", "timestamp_ms": at, "body": body}
+
+    def commit(version: int, correlation_id: int, at: int, partition: int, offset: int, **extra: object) -> dict:
+        body = {"group_id": "ledger", "generation_id_or_member_epoch": -1, "member_id": "", **extra,
+                "topics": [{"name": "ledger-topic", "partitions": [
+                    {"partition_index": partition, "committed_offset": offset, "committed_metadata": "admin"}]}]}
+        return envelope("OffsetCommit", version, correlation_id, at, body)
+
+    fetch = {"groups": [{"group_id": "ledger", "member_id": None, "member_epoch": -1, "topics": None}],
+             "require_stable": False}
+    return [
+        commit(9, 101, t, 0, 42),
+        commit(3, 102, t + 100, 1, 7, retention_time_ms=20_000),
+        envelope("OffsetFetch", 9, 103, t + 200, fetch),
+        envelope("DescribeGroups", 5, 104, t + 1000, {"groups": ["orders"], "include_authorized_operations": True}),
+        envelope("OffsetFetch", 5, 105, t + 1100, {"group_id": "orders", "topics": None}),
+        envelope("OffsetFetch", 8, 106, t + 30_000, fetch),
+    ]
 
 
 def write_traffic(path: Path, lines: list[bytes]) -> Path:

@@ -9,11 +9,10 @@ under rolling bounces for `coordinator run --demo`; `plot` draws a report's time
 
 from .run import Backend, ChaosRun, HarnessError, Progress, describe_progress, run_chaos, summary
 from .scenarios import SCENARIOS, ChaosConfigError, config_overrides, normalize_config
-from .sim import SIM_START_MS, SimBackend
+from .sim import SimBackend
 
 __all__ = [
     "SCENARIOS",
-    "SIM_START_MS",
     "Backend",
     "ChaosConfigError",
     "ChaosRun",

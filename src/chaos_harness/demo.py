@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import secrets
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from group_client.realtime import wall_clock_ms
@@ -57,8 +57,6 @@ class Demo:
         self.report: dict[str, Any] | None = None
         self.error: BaseException | None = None
         self._stop = threading.Event()
-        self._changed = threading.Condition()
-        self._ended = False
         self._thread = threading.Thread(target=self._run, name="demo", daemon=True)
 
     def start(self) -> Demo:
@@ -73,14 +71,6 @@ class Demo:
         if self.progress is None:
             return "demo starting"
         return f"demo {self.config['group_id']}: {describe_progress(self.progress)}"
-
-    def wait_for(self, predicate: Callable[[Progress], bool], timeout_s: float) -> bool:
-        """Waits until the demo's progress satisfies `predicate` (False if `timeout_s` passes first, or the
-        demo has ended)."""
-        with self._changed:
-            return self._changed.wait_for(
-                lambda: self._ended or (self.progress is not None and predicate(self.progress)),
-                timeout_s) and not self._ended
 
     def stop(self) -> None:
         """Closes every member (without LeaveGroup) and waits for the last answers (each of the catch-up and
@@ -105,9 +95,7 @@ class Demo:
                 run = ChaosRun(self.config, backend, random.Random(self.config["seed"]))
 
                 def publish() -> None:
-                    with self._changed:
-                        self.progress = run.progress()
-                        self._changed.notify_all()
+                    self.progress = run.progress()
 
                 self.report = run.run(self._stop.is_set, repeat=True, on_instant=publish)
                 publish()
@@ -115,7 +103,3 @@ class Demo:
                 backend.close()
         except Exception as exc:  # shown by status() and summary(): the job it demonstrates keeps running
             self.error = exc
-        finally:
-            with self._changed:
-                self._ended = True
-                self._changed.notify_all()

@@ -5,19 +5,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from coordinator_state import ResponseKey, response_key
+
 
 class LatencyLog:
     """Send and answer times of requests keyed by (reply_to, correlation_id); a repeated answer is not counted."""
 
     def __init__(self) -> None:
-        self._sent: dict[tuple[str, int], tuple[str, int]] = {}
+        self._sent: dict[ResponseKey, tuple[str, int]] = {}
         self.samples: dict[str, list[int]] = {}
 
     def sent(self, request: Mapping[str, Any], now_ms: int) -> None:
-        self._sent[_key(request)] = (str(request.get("api")), now_ms)
+        key = response_key(request)
+        if key is not None:  # else it is never answered
+            self._sent[key] = (str(request.get("api")), now_ms)
 
     def answered(self, response: Mapping[str, Any], now_ms: int) -> None:
-        sent = self._sent.pop(_key(response), None)
+        key = response_key(response)
+        sent = None if key is None else self._sent.pop(key, None)
         if sent is not None:
             self.samples.setdefault(sent[0], []).append(now_ms - sent[1])
 
@@ -30,6 +35,3 @@ class LatencyLog:
                         "p95": ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))], "max": ordered[-1]}
         return out
 
-
-def _key(envelope: Mapping[str, Any]) -> tuple[str, int]:
-    return (str(envelope.get("reply_to", envelope.get("client_id", ""))), int(envelope.get("correlation_id", 0)))

@@ -4,6 +4,11 @@ Ownership is the clients' view (a member owns partitions from its assignment cal
 loses them, crashes or closes), which is what matters to an application: `unassigned_ms` integrates the
 partitions nobody owns, `overlap_ms` those owned by more than one process (a zombie before it is fenced).
 Only the window from first stability to the end of the run counts.
+
+Records: with offsets, every owned partition yields records to its owner, which processes them from its
+position (the committed offset it fetched) on; `records_processed_twice` counts the records processed
+again after someone had processed them already (a process that died before committing its progress, a
+zombie still processing what its successor owns), over the whole run.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from group_client.consumer_protocol import TopicPartition
+from coordinator_state.consumer_protocol import TopicPartition
 
 ProcessKey = tuple[int, int]  # (member slot, incarnation)
 
@@ -45,6 +50,9 @@ class Ledger:
     _held: dict[str, frozenset[TopicPartition]] = field(default_factory=dict)  # identity -> last assignment
     _open: dict[ProcessKey, Segment] = field(default_factory=dict)
     _clock_ms: int | None = None
+    records_processed: int = 0
+    records_processed_twice: int = 0
+    _processed_up_to: dict[TopicPartition, int] = field(default_factory=dict)  # highest offset processed + 1
 
     def advance(self, now_ms: int) -> None:
         """Counts the time since the last call with the ownership as it stood."""
@@ -108,6 +116,13 @@ class Ledger:
         if not self.generations or self.generations[-1]["generation_id"] != generation_id:
             self.generations.append({"at_ms": now_ms, "generation_id": generation_id,
                                      "state": state, "members": members})
+
+    def processed(self, partition: TopicPartition, start: int, end: int) -> None:
+        """Records [start, end) of `partition` were processed: those below the highest processed so far again."""
+        done = self._processed_up_to.get(partition, 0)
+        self.records_processed += end - start
+        self.records_processed_twice += max(0, min(end, done) - start)
+        self._processed_up_to[partition] = max(done, end)
 
     def owners(self) -> dict[TopicPartition, set[ProcessKey]]:
         """Current owners of every partition."""

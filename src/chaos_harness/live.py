@@ -11,17 +11,17 @@ included, for a traffic file. Time is the wall clock. Stopping and starting the 
 
 from __future__ import annotations
 
-import heapq
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from kafka import KafkaConsumer, TopicPartition
 
+from coordinator_state import ResponseKey, response_key
 from group_client.kafka_transport import KafkaTransport
 from group_client.realtime import wall_clock_ms
+from streaming.record import Fetched, PartitionMerge, record_line
 
 from .latency import LatencyLog
 from .run import HarnessError
@@ -40,22 +40,8 @@ class CoordinatorControl(Protocol):
         """Brings it back on its checkpoint."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Logged:
-    """A request-topic record, for the traffic file."""
-
-    timestamp_ms: int
-    partition: int
-    offset: int
-    value: str
-
-
 def _canonical(envelope: Mapping[str, Any]) -> str:
     return json.dumps(envelope, sort_keys=True, separators=(",", ":"))
-
-
-def _key(envelope: Mapping[str, Any]) -> tuple[str, int]:
-    return str(envelope.get("reply_to", envelope.get("client_id", ""))), int(envelope.get("correlation_id", -1))
 
 
 class LiveBackend:
@@ -83,12 +69,12 @@ class LiveBackend:
         self.transport = KafkaTransport(bootstrap_servers, client_id=f"chaos-{group_id}",
                                         request_topic=request_topic, response_topic=response_topic)
         self._sent = 0
-        self._outstanding: dict[tuple[str, int], int] = {}  # request -> when it was sent
-        self._answered: set[tuple[str, int]] = set()
+        self._outstanding: dict[ResponseKey, int] = {}  # request -> when it was sent
+        self._answered: set[ResponseKey] = set()
         self._responses: list[dict[str, Any]] = []
         self._snapshot: dict[str, Any] | None = None
         self._record_traffic = record_traffic
-        self._traffic: list[_Logged] = []
+        self._traffic: list[Fetched] = []
         self._topics = {"requests": request_topic, "responses": response_topic, "snapshots": snapshot_topic}
         self._reader = KafkaConsumer(bootstrap_servers=bootstrap_servers, client_id=f"chaos-{group_id}-reader",
                                      group_id=None, enable_auto_commit=False)
@@ -128,8 +114,10 @@ class LiveBackend:
     def send(self, request: Mapping[str, Any]) -> None:
         """Counts the request as outstanding, then produces it."""
         self._sent += 1
-        self._outstanding[_key(request)] = self.clock()
-        self.latency.sent(request, self._outstanding[_key(request)])
+        key = response_key(request)
+        if key is not None:  # else it is never answered
+            self._outstanding[key] = self.clock()
+            self.latency.sent(request, self._outstanding[key])
         self.transport.send(request)
 
     def receive(self, reply_to: str, timeout_ms: int = 0) -> list[dict[str, Any]]:
@@ -177,17 +165,16 @@ class LiveBackend:
         return all(sent >= sent_before_ms for sent in self._outstanding.values())
 
     def write_traffic(self, path: str | Path) -> None:
-        """Saves the request log as the job read it: each partition in offset order, partitions merged by
-        record timestamp (a group's requests all lie in one partition, so their order is kept)."""
+        """Saves the request log as the job read it, as `coordinator record --from-beginning` writes it: each
+        partition in offset order, partitions merged by record timestamp (a group's requests all lie in one
+        partition, so their order is kept)."""
         if not self._record_traffic:
             raise HarnessError("traffic was not recorded (record_traffic=False)")
-        by_partition: dict[int, list[_Logged]] = {}
-        for record in self._traffic:
-            by_partition.setdefault(record.partition, []).append(record)
-        merged = heapq.merge(*by_partition.values(), key=lambda r: (r.timestamp_ms, r.partition))
-        with Path(path).open("w", encoding="utf-8") as out:
-            for record in merged:
-                out.write(record.value + "\n")
+        merge = PartitionMerge(self._partitions_of(self._topics["requests"]))
+        merge.add(self._traffic)
+        with Path(path).open("wb") as out:
+            for record in merge.drain():
+                out.write(record_line(record)[0] + b"\n")
 
     def close(self) -> None:
         """Closes the transport and the read-back consumer."""
@@ -203,13 +190,13 @@ class LiveBackend:
                     self._on_response(json.loads(record.value))
                 elif record.topic == self._topics["snapshots"] and record.key == self.group_id.encode():
                     self._snapshot = None if record.value is None else json.loads(record.value)
-                elif record.topic == self._topics["requests"] and record.value is not None:
-                    self._traffic.append(_Logged(record.timestamp, tp.partition, record.offset,
-                                                 record.value.decode("utf-8", "replace")))
+                elif record.topic == self._topics["requests"]:
+                    self._traffic.append(Fetched(record.timestamp, tp.partition, record.offset, record.key,
+                                                 record.value))
 
     def _on_response(self, response: dict[str, Any]) -> None:
-        key = _key(response)
-        if self._outstanding.pop(key, None) is not None:
+        key = response_key(response)
+        if key is not None and self._outstanding.pop(key, None) is not None:
             self.latency.answered(response, self.clock())
             self._answered.add(key)
             self._responses.append(response)

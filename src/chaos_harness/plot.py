@@ -112,3 +112,27 @@ def _title(report: Mapping[str, Any]) -> str:
             f"rebalances {report['rebalances']}, assignment changes {report['assignment_changes']}, "
             f"unassigned {report['unassigned_ms']} partition-ms, fenced {report['fenced']}, "
             f"unanswered {report['unanswered']}")
+
+
+# event kind of a real-clients report (chaos_harness.real_chaos) -> (colour, marker)
+REAL_CLIENT_MARKERS = {"start": ("g", "^"), "stop": ("k", "v"), "crash": ("r", "X"), "duplicate": ("m", "D"),
+                       "revoked": ("r", "|"), "assigned": ("b", "|")}
+
+
+def plot_real_clients_report(report: Mapping[str, Any], path: str | Path) -> None:
+    """A real-clients chaos report: each member's line, marked where it started, stopped, crashed, lost or got
+    partitions (real consumers report only what their rebalance listeners see, not a state per instant)."""
+    fig = Figure(figsize=(10, 1 + 0.5 * int(report["members"])))
+    FigureCanvasAgg(fig)
+    axes = fig.add_subplot()
+    for kind, (colour, marker) in REAL_CLIENT_MARKERS.items():
+        points = [(e["at_ms"] / 1000, e["member"]) for e in report["timeline"]
+                  if e["kind"] == kind and e["member"] is not None]
+        if points:
+            axes.scatter([x for x, _ in points], [y for _, y in points], c=colour, marker=marker, label=kind, s=60)
+    axes.set_xlabel("seconds")
+    axes.set_ylabel("member")
+    axes.set_title(f"{report['scenario']} with {report['clients']} clients: {report['rebalances']} rebalances")
+    axes.legend(loc="upper right", fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path)

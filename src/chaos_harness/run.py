@@ -14,6 +14,10 @@ backend (`LiveBackend`: the streaming job over Kafka) the harness waits for the 
 if something arrives; requests are in flight whenever members run, so there the drain first closes every
 member (without LeaveGroup) and then waits for the last answers.
 
+With offsets (`commit_interval_ms`), every process consumes what it owns: each partition whose position it
+knows yields one record every `record_interval_ms`, processed at the instant it is due; the ledger counts
+the records processed more than once (crashes between commits, zombies).
+
 Coordinator restart in simulation: nothing is serialized. The same `LocalCoordinator` stands for the
 state restored from the checkpoint; the outage is a pause of the backend during which requests wait in the
 request log and no ticks are written, and the restarted job re-delivers its last responses.
@@ -113,6 +117,7 @@ class _Process:
     key: ProcessKey
     member: GroupMember
     paused_until: int | None = None
+    consumed_at: int | None = None  # records up to this time are processed (None: nothing to consume yet)
 
 
 class ChaosRun:
@@ -250,12 +255,33 @@ class ChaosRun:
                 break
         else:
             raise HarnessError(f"members still busy after {MAX_PASSES} passes at {self.now}")
+        self._consume()
         for key in [k for k, p in self.processes.items() if p.member.done]:
             self._retire(key)
         snapshot = self.backend.describe(self.config["group_id"])
         if snapshot is not None:
             self.ledger.generation(self.now, snapshot["generation_id"], snapshot["state"],
                                    len(snapshot["members"]))
+
+    def _consume(self) -> None:
+        """Each live process processes the records due since it last did, on every partition it has a
+        position for (one per partition every record_interval_ms), and reports them to its member."""
+        interval = self.config["record_interval_ms"]
+        for proc in self.processes.values():
+            member = proc.member
+            if proc.paused_until is not None or member.state is not MemberState.STABLE or not member.positions:
+                proc.consumed_at = None
+                continue
+            if proc.consumed_at is None:
+                proc.consumed_at = self.now
+                continue
+            due = self.now // interval - proc.consumed_at // interval
+            proc.consumed_at = self.now
+            if due <= 0:
+                continue
+            for partition, position in sorted(member.positions.items()):
+                self.ledger.processed(partition, position, position + due)
+                member.consumed(partition, position + due)
 
     # ------------------------------------------------------------------ faults
 
@@ -331,6 +357,7 @@ class ChaosRun:
             request_timeout_ms=c["request_timeout_ms"],
             retry_backoff_ms=c["retry_backoff_ms"],
             assignors=(c["assignor"],),
+            commit_interval_ms=c["commit_interval_ms"],
         )
 
     # ------------------------------------------------------------------ figures
@@ -397,6 +424,8 @@ class ChaosRun:
             "assignment_changes": self.ledger.assignment_changes,
             "unassigned_ms": self.ledger.unassigned_ms,
             "overlap_ms": self.ledger.overlap_ms,
+            "records_processed": self.ledger.records_processed,
+            "records_processed_twice": self.ledger.records_processed_twice,
             "fenced": len(fenced),
             "fenced_members": fenced,
             "requests": self.backend.request_count(),
@@ -474,6 +503,7 @@ def summary(report: Mapping[str, Any]) -> str:
     return (f"{c['scenario']} {c['members']} {c['membership']} seed={c['seed']}: "
             f"rebalances={report['rebalances']} assignment_changes={report['assignment_changes']} "
             f"unassigned_ms={report['unassigned_ms']} fenced={report['fenced']} "
+            f"processed_twice={report['records_processed_twice']} "
             f"requests={report['requests']} responses={report['responses']} "
             f"unanswered={report['unanswered']} consistent={report['final']['consistent']}")
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .sim import SIM_START_MS
+from coordinator_state import SIMULATION_EPOCH_MS
 
 MEMBERSHIPS = ("static", "dynamic", "mixed")
 # The `engine` config key (the `--engine` flag) names the backend the coordinator runs on.
@@ -36,10 +36,14 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "rebalance_timeout_ms": 30000,
     "request_timeout_ms": 30000,
     "retry_backoff_ms": 100,
+    # Offsets: members commit their positions this often (auto.commit.interval.ms; null: no offsets at all),
+    # and every owned partition yields one record to its owner every record_interval_ms.
+    "commit_interval_ms": 5000,
+    "record_interval_ms": 100,
     "coordinator_config": {"group.initial.rebalance.delay.ms": 3000},
     "lateness_ms": 0,
     "tick_interval_ms": 1000,
-    "start_ms": SIM_START_MS,
+    "start_ms": SIMULATION_EPOCH_MS,
     "start_jitter_ms": 1000,  # members start at random times within this window
     "duplicate_probability": 0.01,  # chance that the response sink delivers a response twice
     "warmup_limit_ms": 120000,  # give up if the group is not stable by then
@@ -185,6 +189,11 @@ def normalize_config(config: Config) -> dict[str, Any]:
         raise ChaosConfigError(f"membership must be one of {list(MEMBERSHIPS)}, got {full['membership']!r}")
     if not isinstance(full["members"], int) or full["members"] < 1:
         raise ChaosConfigError("members must be a positive integer")
+    if full["commit_interval_ms"] is not None and (not isinstance(full["commit_interval_ms"], int)
+                                                   or full["commit_interval_ms"] < 1):
+        raise ChaosConfigError("commit_interval_ms must be a positive integer, or null for no offsets")
+    if not isinstance(full["record_interval_ms"], int) or full["record_interval_ms"] < 1:
+        raise ChaosConfigError("record_interval_ms must be a positive integer")
     if full["topics"] is None:
         full["topics"] = {"events": 3 * full["members"]}
     full["coordinator_config"] = {**DEFAULT_CONFIG["coordinator_config"], **full["coordinator_config"]}

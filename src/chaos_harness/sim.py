@@ -1,10 +1,9 @@
-"""The chaos harness's simulated backend: the engine in memory (`LocalCoordinator`) on a simulated clock.
+"""The chaos harness's simulated backend: the engine in memory on a simulated clock.
 
-`SimBackend` is a `group_client.Transport` and a chaos `Backend`. It records the traffic, ticks included,
-so a run can be saved as a `.jsonl` file and replayed. It feeds the engine the way PROTOCOL.md section 5
-describes a local replay: every record in log order, a Tick `{"api": "Tick", "timestamp_ms": T}` every
-`tick_interval_ms` of simulated time, and after each record the watermark (largest event time so far minus
-the lateness) is handed to `advance_to`.
+`SimBackend` is a `group_client.Transport` and a chaos `Backend`. It writes every request to a request
+log, with a Tick every `tick_interval_ms` of simulated time, and feeds the log to the engine's
+`ReplayDriver`, which applies PROTOCOL.md section 5's clock rule: so the log, saved as a `.jsonl` file,
+replays to exactly the responses the run saw.
 """
 
 from __future__ import annotations
@@ -16,16 +15,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from coordinator_state import LocalCoordinator
+from coordinator_state import SIMULATION_EPOCH_MS, ReplayDriver, ResponseKey, response_key, tick_envelope
 
 from .latency import LatencyLog
 
-# Simulated clocks start at a realistic epoch, never near 0 (STYLE.md).
-SIM_START_MS = 1_700_000_000_000
-
 
 class SimBackend:
-    """An in-memory transport on `LocalCoordinator`, with a simulated clock and a recording of the traffic.
+    """An in-memory transport on the engine's `ReplayDriver`, with a simulated clock and a request log.
 
     Time only moves through `advance_to`. `stop_coordinator` / `start_coordinator` model the streaming job
     being down: requests keep landing in the request log (`traffic`), no ticks are written, and at restart
@@ -40,13 +36,12 @@ class SimBackend:
         coordinator_config: Mapping[str, Any],
         *,
         lateness_ms: int = 0,
-        start_ms: int = SIM_START_MS,
+        start_ms: int = SIMULATION_EPOCH_MS,
         tick_interval_ms: int = 1000,
         duplicate_probability: float = 0.0,
         seed: int = 0,
     ) -> None:
-        self.coordinator = LocalCoordinator(config=dict(coordinator_config))
-        self.lateness_ms = lateness_ms
+        self.driver = ReplayDriver({**coordinator_config, "coordinator.lateness.ms": lateness_ms})
         self.now_ms = start_ms
         self.tick_interval_ms = tick_interval_ms
         self.traffic: list[dict[str, Any]] = []  # every record the request log holds, in log order
@@ -56,11 +51,10 @@ class SimBackend:
         self._duplicate_probability = duplicate_probability
         self._rng = random.Random(seed)
         self._next_tick = start_ms + tick_interval_ms
-        self._max_event_ms: int | None = None
-        self._watermark: int | None = None
+        self._fed = 0  # records of the log the engine has taken
         self._mailboxes: dict[str, list[dict[str, Any]]] = {}
         self._backlog: list[dict[str, Any]] | None = None  # not None while the coordinator is down
-        self._outstanding: Counter[tuple[str, int]] = Counter()  # requests not answered yet
+        self._outstanding: Counter[ResponseKey] = Counter()  # requests not answered yet
 
     # ------------------------------------------------------------------ Transport
 
@@ -106,7 +100,7 @@ class SimBackend:
         while self._next_tick <= ts_ms:
             self.now_ms = self._next_tick
             if self.coordinator_up:
-                self._write({"api": "Tick", "timestamp_ms": self._next_tick})
+                self._write(tick_envelope(self._next_tick))
             self._next_tick += self.tick_interval_ms
         self.now_ms = max(self.now_ms, ts_ms)
 
@@ -132,7 +126,7 @@ class SimBackend:
 
     def describe(self, group_id: str) -> dict[str, Any] | None:
         """The engine's snapshot of a group."""
-        return self.coordinator.describe(group_id)
+        return self.driver.coordinator.describe(group_id)
 
     def write_traffic(self, path: str | Path) -> None:
         """Saves the request log (ticks included) as JSON lines, for a replay through a fresh engine."""
@@ -142,8 +136,9 @@ class SimBackend:
 
     def _write(self, record: dict[str, Any]) -> None:
         self.traffic.append(record)
-        if record.get("api") != "Tick":
-            self._outstanding[_key(record)] += 1
+        key = response_key(record)
+        if record.get("api") != "Tick" and key is not None:
+            self._outstanding[key] += 1
             self.latency.sent(record, self.now_ms)
         if self._backlog is not None:
             self._backlog.append(record)
@@ -151,32 +146,22 @@ class SimBackend:
             self._deliver(self._feed(record))
 
     def _feed(self, record: dict[str, Any]) -> list[dict[str, Any]]:
-        """One record into the engine, then the watermark (PROTOCOL.md section 5)."""
-        responses = [] if record.get("api") == "Tick" else self.coordinator.handle(record)
-        ts = record["timestamp_ms"]
-        self._max_event_ms = ts if self._max_event_ms is None else max(self._max_event_ms, ts)
-        watermark = self._max_event_ms - self.lateness_ms
-        if self._watermark is None or watermark > self._watermark:
-            self._watermark = watermark
-            responses += self.coordinator.advance_to(watermark)
-        return responses
+        """The next record of the log into the engine; its source is its line in the traffic file."""
+        self._fed += 1
+        return self.driver.feed(record, f"file:{self._fed}").responses
 
     def _deliver(self, responses: list[dict[str, Any]]) -> None:
         for response in responses:
             self.responses.append(response)
             self.latency.answered(response, self.now_ms)
-            key = _key(response)
-            if self._outstanding[key] > 1:
+            key = response_key(response)
+            if key is not None and self._outstanding[key] > 1:
                 self._outstanding[key] -= 1
-            else:
-                del self._outstanding[key]
+            elif key is not None:
+                self._outstanding.pop(key, None)
             box = self._mailboxes.setdefault(response["reply_to"], [])
             box.append(response)
             if self._duplicate_probability and self._rng.random() < self._duplicate_probability:
                 box.append(response)
                 self.duplicates_delivered += 1
 
-
-def _key(envelope: Mapping[str, Any]) -> tuple[str, int]:
-    reply_to = envelope.get("reply_to", envelope.get("client_id", ""))
-    return (str(reply_to), int(envelope.get("correlation_id", 0)))

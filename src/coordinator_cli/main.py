@@ -1,7 +1,8 @@
 """`coordinator`: the command line of the Spark group coordinator.
 
 Subcommands: run (the streaming job), broker (the embedded Kafka-compatible broker), replay, diff,
-record, chaos, bench. Each is a thin shell over a module; `coordinator SUBCOMMAND --help` explains it.
+record, groups (list, describe and remove members, like kafka-consumer-groups.sh), chaos, bench, gateway.
+Each is a thin shell over a module; `coordinator SUBCOMMAND --help` explains it.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ def _broker(args: argparse.Namespace, settings: dict[str, Any]) -> Iterator[None
 
 def cmd_run(args: argparse.Namespace) -> int:
     from chaos_harness.demo import Demo
+    from chaos_harness.real_demo import RealConsumerDemo
     from streaming.live_job import LiveJob, checkpoint_dir
     from streaming.spark_session import build_session
 
@@ -74,16 +76,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("cannot run:\n  " + "\n  ".join(problems), file=sys.stderr)
         return EXIT_FAILED
     settings = _load(args)
-    stop = {"requested": False}
-    signal.signal(signal.SIGINT, lambda *_: stop.update(requested=True))
-    signal.signal(signal.SIGTERM, lambda *_: stop.update(requested=True))
     with _broker(args, settings):
         checkpoint = checkpoint_dir(settings, args.checkpoint)
         print(f"checkpoint: {checkpoint}", file=sys.stderr)
         spark = build_session(settings, args.master)
+        # After the session: PySpark's own SIGINT handler cancels every job and raises KeyboardInterrupt,
+        # which would skip the drain and the summary.
+        stop = {"requested": False}
+        signal.signal(signal.SIGINT, lambda *_: stop.update(requested=True))
+        signal.signal(signal.SIGTERM, lambda *_: stop.update(requested=True))
         job = LiveJob(spark, settings, checkpoint)
         job.start()
-        demo = None
+        demo: Demo | RealConsumerDemo | None = None
         status = StatusLine()
         deadline = None if args.duration <= 0 else time.monotonic() + args.duration
         try:
@@ -96,7 +100,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                 if args.demo and demo is None and job.status.batches:
                     # Members started before the job answers would see their first rebalance completed
                     # in the past (event time) and could lose their session before their first heartbeat.
-                    demo = Demo(settings, members=args.demo_members).start()
+                    if args.demo_clients == "real":
+                        demo = RealConsumerDemo(settings, members=args.demo_members).start()
+                    else:
+                        demo = Demo(settings, members=args.demo_members).start()
                 extra = f"  |  {demo.status()}" if demo is not None else ""
                 status.show(job.status_line() + extra)
                 time.sleep(1)
@@ -159,6 +166,8 @@ def _replay_spark(args: argparse.Namespace, settings: dict[str, Any]) -> int:
                     copy.write(line)
     if args.snapshots:
         write_lines(Path(args.snapshots), [written.snapshots[g] for g in sorted(written.snapshots)])
+    if args.offsets:
+        write_lines(Path(args.offsets), list(written.offsets.values()))
     print(json.dumps({"engine": args.engine, "records": records, "responses": written.responses,
                       "groups": len(written.snapshots), "bad_lines": written.dead_letters,
                       "seconds": round(time.monotonic() - started, 3)}))
@@ -185,7 +194,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     print(file=sys.stderr)
     report_bad_lines(result)
     write_result(result, Path(args.output), Path(args.snapshots) if args.snapshots else None,
-                 Path(args.dead_letters) if args.dead_letters else None)
+                 Path(args.dead_letters) if args.dead_letters else None, Path(args.offsets) if args.offsets else None)
     print(json.dumps({"engine": args.engine, "records": len(lines), "responses": len(result.responses),
                       "groups": len(result.snapshots), "bad_lines": len(result.dead_letters),
                       "seconds": round(time.monotonic() - started, 3)}))
@@ -202,6 +211,12 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from streaming.diff import diff_main
 
     return diff_main(args)
+
+
+def cmd_groups(args: argparse.Namespace) -> int:
+    from .groups import groups_main
+
+    return groups_main(args, _load(args))
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -225,6 +240,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--demo", action="store_true",
                      help="also run simulated static members that go through a rolling bounce")
     run.add_argument("--demo-members", type=int, default=6, metavar="N", help="members in the demo group")
+    run.add_argument("--demo-clients", choices=["simulated", "real"], default="simulated",
+                     help="simulated: the project's own members; real: kafka-python and librdkafka consumers "
+                          "through `coordinator gateway`")
     run.add_argument("--checkpoint", metavar="DIR", help="checkpoint directory (default: checkpoints/<query name>)")
     run.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
     _settings_arguments(run)
@@ -243,6 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--output", required=True, metavar="RESPONSES.jsonl")
     replay.add_argument("--snapshots", metavar="FILE.jsonl", help="write the final snapshot of every group")
     replay.add_argument("--dead-letters", metavar="FILE.jsonl", help="write the dead letters")
+    replay.add_argument("--offsets", metavar="FILE.jsonl",
+                        help="write the final value of every committed offset (a tombstone line when gone)")
     replay.add_argument("--engine", choices=["local", "spark"], default="local",
                         help="local: the engine alone, record by record; spark: the production query")
     replay.add_argument("--records-per-batch", type=int, metavar="N", help="micro-batch size (spark engine)")
@@ -279,6 +299,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_diff_arguments(diff)
     diff.set_defaults(handler=cmd_diff)
 
+    from .groups import add_groups_arguments
+
+    groups = commands.add_parser(
+        "groups", help="list and describe groups, remove static members (like kafka-consumer-groups.sh)",
+        description="Against a running job (requests on the request topic, answers from the response topic, the "
+                    "list from the snapshot topic) or a replay's output (--snapshots, --offsets-file). Prints "
+                    "kafka-consumer-groups.sh's views and columns; --json for JSON.")
+    add_groups_arguments(groups)
+    _settings_arguments(groups)
+    groups.set_defaults(handler=cmd_groups)
+
     from streaming.bench import add_bench_arguments
 
     bench = commands.add_parser("bench", help="measure the engine's speed",
@@ -291,7 +322,17 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Runs a group of simulated consumers through a chaos scenario and "
                                             "reports rebalances, assignment changes and unanswered requests.")
     add_chaos_arguments(chaos)
-    chaos.set_defaults(handler=chaos_main)
+    import chaos_harness.real_chaos
+    import kafka_gateway.cli
+
+    chaos_harness.real_chaos.add_arguments(chaos)
+    chaos.set_defaults(handler=lambda args: chaos_harness.real_chaos.main(args) if args.clients else chaos_main(args))
+
+    gateway = commands.add_parser("gateway", help="let unmodified Kafka clients use this coordinator",
+                                  description=kafka_gateway.cli.DESCRIPTION)
+    kafka_gateway.cli.add_arguments(gateway)
+    _settings_arguments(gateway)
+    gateway.set_defaults(handler=lambda args: kafka_gateway.cli.run(args, _load(args)))
     return parser
 
 

@@ -7,36 +7,77 @@ per-group step the Spark job calls with a group's serialised state.
 
 from .codec import StateFormatError, decode_group, encode_group
 from .config import DEFAULTS, ConfigError, EngineConfig
-from .engine import GroupOutcome, handle_in_group, run_group
 from .errors import Error
 from .group import Group
+from .group_step import GroupOutcome, handle_in_group, run_group
+from .listing import describe_groups_body, described_group, list_groups_body
 from .local import LocalCoordinator
-from .model import GroupState
-from .records import dead_letter, to_json
-from .requests import Invalid, Request, Tick, decode_record, parse_raw, parse_request
+from .model import ClassicGroupState, GroupState
+from .offsets import CommittedOffset, OffsetChange
+from .output import dead_letter, reject, to_json
+from .replay_driver import Fed, Finished, ReplayDriver
+from .requests import Invalid, ListGroups, Request, Tick, decode_record, for_one_group, parse_raw, parse_request
 from .responses import invalid_response
+from .wire import (
+    SIMULATION_EPOCH_MS,
+    SUPPORTED_VERSIONS,
+    TICK,
+    Api,
+    ResponseKey,
+    is_tombstone,
+    latest_version,
+    request_envelope,
+    response_key,
+    routing_group_id,
+    tick_envelope,
+    tombstone,
+)
 
 __all__ = [
     "DEFAULTS",
+    "SIMULATION_EPOCH_MS",
+    "SUPPORTED_VERSIONS",
+    "TICK",
+    "Api",
+    "ClassicGroupState",
+    "CommittedOffset",
     "ConfigError",
     "EngineConfig",
     "Error",
+    "Fed",
+    "Finished",
     "Group",
     "GroupOutcome",
     "GroupState",
     "Invalid",
+    "ListGroups",
     "LocalCoordinator",
+    "OffsetChange",
+    "ReplayDriver",
     "Request",
+    "ResponseKey",
     "StateFormatError",
     "Tick",
     "dead_letter",
     "decode_group",
     "decode_record",
+    "describe_groups_body",
+    "described_group",
     "encode_group",
+    "for_one_group",
     "handle_in_group",
     "invalid_response",
+    "is_tombstone",
+    "latest_version",
+    "list_groups_body",
     "parse_raw",
     "parse_request",
+    "reject",
+    "request_envelope",
+    "response_key",
+    "routing_group_id",
     "run_group",
+    "tick_envelope",
     "to_json",
+    "tombstone",
 ]

@@ -1,7 +1,14 @@
 """A group's state as bytes for Spark's state store: JSON, versioned by `format`, add-only, no pickle.
 
-A reader of format 1 takes every field it knows and defaults the ones it does not find, so a later
-format that only adds fields stays readable; a format it does not know is refused loudly.
+Each format only adds fields to the one before, and this reader takes every format up to its own,
+defaulting what an older one lacks; a format it does not know (a newer release's) is refused loudly,
+so an older release never silently drops what it cannot read.
+
+- format 1: membership (SEMANTICS.md);
+- format 2: + committed offsets, the time of the last state transition, the members' subscribed
+  topics (docs/OFFSETS_AND_LISTING.md). A format-1 group loads with no offsets, its subscriptions
+  unknown, and its last change time standing in for its last transition (never earlier than the real
+  one, so no offset expires early).
 """
 
 from __future__ import annotations
@@ -11,11 +18,13 @@ from typing import Any
 
 from .config import EngineConfig
 from .group import Group
-from .model import GroupState, Member
+from .model import ClassicGroupState, Member
+from .offsets import OffsetStore
 from .requests import Protocol, Reply
 from .timers import Timers
 
-FORMAT = 1
+FORMAT = 2
+READABLE_FORMATS = (1, 2)
 
 
 class StateFormatError(ValueError):
@@ -68,18 +77,21 @@ def encode_group(group: Group) -> bytes:
         "next_id_seq": group.next_id_seq,
         "version": group.version,
         "changed_at": group.changed_at,
+        "offsets": group.offsets.to_json(),
+        "state_since_ms": group.state_since_ms,
+        "subscribed_topics": None if group.subscribed_topics is None else sorted(group.subscribed_topics),
     }
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def decode_group(raw: bytes, config: EngineConfig) -> Group:
     data = json.loads(raw)
-    if data.get("format") != FORMAT:
+    if data.get("format") not in READABLE_FORMATS:
         raise StateFormatError(f"group state format {data.get('format')!r} is not readable by this release "
-                               f"(reads format {FORMAT}); run the release that wrote the checkpoint")
+                               f"(reads formats {READABLE_FORMATS}); run the release that wrote the checkpoint")
     group = Group(data["group_id"], data["created_ms"], config)
-    group.state = GroupState(data["state"])
-    group.previous_state = None if data["previous_state"] is None else GroupState(data["previous_state"])
+    group.state = ClassicGroupState(data["state"])
+    group.previous_state = None if data["previous_state"] is None else ClassicGroupState(data["previous_state"])
     group.generation_id = data["generation_id"]
     group.protocol_type = data["protocol_type"]
     group.protocol_name = data["protocol_name"]
@@ -88,20 +100,24 @@ def decode_group(raw: bytes, config: EngineConfig) -> Group:
         member = Member(
             m["id"], m["instance"], m["client_id"], m["client_host"], m["session"], m["rebalance"],
             m["protocol_type"], tuple(Protocol(name, meta) for name, meta in m["protocols"]), m["assignment"],
-            _reply_from_json(m["join_waiter"]), _reply_from_json(m["sync_waiter"]), m["is_new"],
+            _reply_from_json(m["join_waiter"]), _reply_from_json(m["sync_waiter"]), m["is_new"], group.take_rank(),
         )
         group.members[member.member_id] = member
         if member.group_instance_id is not None:
             group.static_members[member.group_instance_id] = member.member_id
         if member.join_waiter is not None:
             group.awaiting_join += 1
-        group._count_protocols(member, +1)
-    group.pending_members = dict.fromkeys(data["pending_members"])
-    group.pending_sync = dict.fromkeys(data["pending_sync"])
+        group.count_protocols(member, +1)
+    group.pending_members = {member_id: group.take_rank() for member_id in data["pending_members"]}
+    group.pending_sync = {member_id: group.take_rank() for member_id in data["pending_sync"]}
     group.new_member_added = data["new_member_added"]
     group.timers = Timers.from_json(data["timers"])
     group.clock = data["clock"]
     group.next_id_seq = data["next_id_seq"]
     group.version = data["version"]
     group.changed_at = data["changed_at"]
+    group.offsets = OffsetStore.from_json(data.get("offsets", []))
+    group.state_since_ms = data.get("state_since_ms", group.changed_at)
+    topics = data.get("subscribed_topics")
+    group.subscribed_topics = None if topics is None else frozenset(topics)
     return group

@@ -15,11 +15,22 @@ DEFAULTS: dict[str, int] = {
     "coordinator.max.clock.skew.ms": 5000,
     "coordinator.tick.interval.ms": 1000,
     "coordinator.empty.group.retention.ms": 604800000,
+    # Offsets (PROTOCOL.md section 8). Kafka expires offsets at a check every
+    # offsets.retention.check.interval.ms; the engine expires them at their deadline, so it accepts
+    # the key and does not use it.
+    "offsets.retention.minutes": 10080,
+    "offsets.retention.check.interval.ms": 600000,
+    "offset.metadata.max.bytes": 4096,
 }
 
 
 class ConfigError(ValueError):
     """A configuration value the engine cannot run with."""
+
+
+def config_int(config: Mapping[str, Any] | None, key: str) -> int:
+    """One integer setting of PROTOCOL.md section 6, its default when absent."""
+    return _as_int(key, (config or {}).get(key, DEFAULTS[key]))
 
 
 def _as_int(key: str, value: Any) -> int:
@@ -44,6 +55,8 @@ class EngineConfig:
     initial_rebalance_delay_ms: int = DEFAULTS["group.initial.rebalance.delay.ms"]
     max_size: int = DEFAULTS["group.max.size"]
     empty_group_retention_ms: int = DEFAULTS["coordinator.empty.group.retention.ms"]
+    offsets_retention_ms: int = DEFAULTS["offsets.retention.minutes"] * 60000
+    offset_metadata_max_bytes: int = DEFAULTS["offset.metadata.max.bytes"]
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any] | None) -> EngineConfig:
@@ -58,8 +71,11 @@ class EngineConfig:
             initial_rebalance_delay_ms=values["group.initial.rebalance.delay.ms"],
             max_size=values["group.max.size"],
             empty_group_retention_ms=values["coordinator.empty.group.retention.ms"],
+            offsets_retention_ms=values["offsets.retention.minutes"] * 60000,
+            offset_metadata_max_bytes=values["offset.metadata.max.bytes"],
         )
-        for name in ("initial_rebalance_delay_ms", "empty_group_retention_ms"):
+        for name in ("initial_rebalance_delay_ms", "empty_group_retention_ms", "offsets_retention_ms",
+                     "offset_metadata_max_bytes"):
             if getattr(built, name) < 0:
                 raise ConfigError(f"{name} must be >= 0")
         if built.max_size < 1:

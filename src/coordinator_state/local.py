@@ -8,10 +8,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from .config import EngineConfig
-from .engine import handle_in_group
 from .group import Group
-from .requests import Invalid, Parsed, Tick, parse_request
-from .responses import Response, invalid_response
+from .group_step import handle_in_group
+from .listing import list_groups_body
+from .offsets import OffsetChange
+from .requests import Invalid, ListGroups, Parsed, Tick, parse_request
+from .responses import Response, envelope, invalid_response
 
 
 class LocalCoordinator:
@@ -22,6 +24,7 @@ class LocalCoordinator:
         self.groups: dict[str, Group] = {}
         self.counters: Counter[str] = Counter()
         self.invalid: list[Invalid] = []
+        self.offset_changes: list[OffsetChange] = []  # every committed offset set or expired, in order
         self._clock = 0
         # Each group's earliest deadline, lazily: an entry is live while it equals _queued[group_id].
         self._queue: list[tuple[int, int, str]] = []
@@ -44,15 +47,34 @@ class LocalCoordinator:
         self.counters["requests"] += 1
         if parsed.timestamp_ms < self._clock:
             self.counters["late_requests"] += 1
+        if isinstance(parsed, ListGroups):
+            return self._list_groups(parsed)
         group_id = parsed.group_id
         group, responses = handle_in_group(
-            self.groups.get(group_id), parsed, max(parsed.timestamp_ms, self._clock), self.config)
+            self.groups.get(group_id), parsed, max(parsed.timestamp_ms, self._clock), self.config,
+            self.offset_changes)
         self._store(group_id, group)
+        return responses
+
+    def drain_offset_changes(self) -> list[OffsetChange]:
+        changes, self.offset_changes = self.offset_changes, []
+        return changes
+
+    def _list_groups(self, req: ListGroups) -> list[Response]:
+        """Every group as it is at the request's time: each group's timers due by then fire first."""
+        t = max(req.timestamp_ms, self._clock)
+        responses = self._fire_until(t)
+        body = list_groups_body(req.reply.version, (g.snapshot() for g in self.groups.values()),
+                                req.states_filter, req.types_filter)
+        responses.append(envelope(req.reply, None, t, body))
         return responses
 
     def advance_to(self, ts_ms: int) -> list[Response]:
         """Fires every timer with deadline <= ts_ms, across groups in deadline order."""
         self._clock = max(self._clock, ts_ms)
+        return self._fire_until(ts_ms)
+
+    def _fire_until(self, ts_ms: int) -> list[Response]:
         responses: list[Response] = []
         queue = self._queue
         while queue and queue[0][0] <= ts_ms:
@@ -65,6 +87,7 @@ class LocalCoordinator:
             if due is not None and due <= ts_ms:
                 group.fire_due(due)
                 responses += group.drain()
+                self.offset_changes += group.drain_offset_changes()
             self._store(group_id, None if group.removed else group)
         return responses
 

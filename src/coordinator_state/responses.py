@@ -14,6 +14,9 @@ from .requests import Invalid, Reply
 
 Response = dict[str, Any]
 EMPTY_BYTES = ""
+# Each error's (code, name), looked up once: Enum's `name` is a Python-level property, and every
+# response carries both.
+_CODE_AND_NAME: dict[Error, tuple[int, str]] = {error: (int(error), error.name) for error in Error}
 
 
 def envelope(reply: Reply, group_id: str | None, timestamp_ms: int | None, body: dict[str, Any]) -> Response:
@@ -31,7 +34,8 @@ def envelope(reply: Reply, group_id: str | None, timestamp_ms: int | None, body:
 
 
 def error_body(error: Error) -> dict[str, Any]:
-    return {"error_code": int(error), "error": error.name}
+    code, name = _CODE_AND_NAME[error]
+    return {"error_code": code, "error": name}
 
 
 def join_body(
@@ -47,12 +51,15 @@ def join_body(
     skip_assignment: bool = False,
 ) -> dict[str, Any]:
     """A JoinGroup body; `members` holds (member_id, group_instance_id, metadata) for the leader."""
-    body: dict[str, Any] = {"error_code": int(error), "error": error.name, "generation_id": generation_id}
+    code, name = _CODE_AND_NAME[error]
+    body: dict[str, Any] = {"error_code": code, "error": name, "generation_id": generation_id}
+    # Kafka's JoinGroupResponse(data, version): a null name is "" below v7, and from v7 (nullable) an empty
+    # name is null. SyncGroup's response has no such conversion.
     if version >= 7:
         body["protocol_type"] = protocol_type
-        body["protocol_name"] = protocol_name
+        body["protocol_name"] = protocol_name or None
     else:
-        body["protocol_name"] = "" if protocol_name is None else protocol_name
+        body["protocol_name"] = protocol_name or ""
     body["leader"] = leader
     if version >= 9:
         body["skip_assignment"] = skip_assignment
@@ -72,7 +79,7 @@ def sync_body(
     protocol_type: str | None = None,
     protocol_name: str | None = None,
 ) -> dict[str, Any]:
-    body: dict[str, Any] = {"error_code": int(error), "error": error.name}
+    body = error_body(error)
     if version >= 5:
         body["protocol_type"] = protocol_type
         body["protocol_name"] = protocol_name
@@ -82,10 +89,11 @@ def sync_body(
 
 def leave_body(version: int, error: Error, members: Sequence[tuple[str, str | None, Error]] = ()) -> dict[str, Any]:
     """A LeaveGroup body; `members` holds (member_id, group_instance_id, error) per request entry (v3+)."""
-    body: dict[str, Any] = {"error_code": int(error), "error": error.name}
+    body = error_body(error)
     if version >= 3:
         body["members"] = [
-            {"member_id": m, "group_instance_id": i, "error_code": int(e), "error": e.name} for m, i, e in members
+            {"member_id": m, "group_instance_id": i, "error_code": _CODE_AND_NAME[e][0], "error": _CODE_AND_NAME[e][1]}
+            for m, i, e in members
         ]
     return body
 

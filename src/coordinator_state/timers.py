@@ -13,12 +13,15 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from .journal import MISSING, Journal
+
 
 class TimerKind(StrEnum):
     HEARTBEAT = "heartbeat"  # session expiry of a member, or expiry of a pending member id
     JOIN = "join"  # initial rebalance delay, or rebalance timeout
     SYNC = "sync"  # pending-sync timeout
     RETENTION = "retention"  # removal of a group left Empty
+    OFFSETS = "offsets"  # expiry of committed offsets (docs/OFFSETS_AND_LISTING.md section 9)
 
 
 TimerKey = tuple[TimerKind, str]
@@ -39,18 +42,22 @@ class Timers:
     entries: dict[TimerKey, Timer] = field(default_factory=dict)
     heap: list[tuple[int, int, TimerKey]] = field(default_factory=list)
     next_seq: int = 0
+    journal: Journal | None = field(default=None, compare=False, repr=False)  # the group's, during a request
 
     def schedule(self, kind: TimerKind, target: str, deadline: int, payload: tuple[int, ...] = ()) -> None:
         key = (kind, target)
         seq = self.next_seq
         self.next_seq += 1
-        self.entries[key] = Timer(kind, target, deadline, seq, payload)
+        entries = self.entries
+        if self.journal is not None:
+            self.journal.entries.append((entries, key, entries.get(key, MISSING)))
+        entries[key] = Timer(kind, target, deadline, seq, payload)
         heapq.heappush(self.heap, (deadline, seq, key))
         if len(self.heap) > 2 * len(self.entries) + 32:
-            self._compact()
+            self.rebuild_heap()
 
     def cancel(self, kind: TimerKind, target: str = "") -> None:
-        self.entries.pop((kind, target), None)
+        self._remove((kind, target))
 
     def get(self, kind: TimerKind, target: str = "") -> Timer | None:
         return self.entries.get((kind, target))
@@ -72,9 +79,16 @@ class Timers:
         if deadline is None or deadline > now:
             return None
         _, _, key = heapq.heappop(self.heap)
-        return self.entries.pop(key)
+        return self._remove(key)
 
-    def _compact(self) -> None:
+    def _remove(self, key: TimerKey) -> Timer | None:
+        timer = self.entries.pop(key, None)
+        if timer is not None and self.journal is not None:
+            self.journal.entries.append((self.entries, key, timer))
+        return timer
+
+    def rebuild_heap(self) -> None:
+        """The heap again from the entries, which are the truth: drops stale entries, and follows an undo."""
         self.heap = [(t.deadline, t.seq, key) for key, t in self.entries.items()]
         heapq.heapify(self.heap)
 
@@ -88,5 +102,5 @@ class Timers:
         for kind, target, deadline, seq, payload in data[1]:
             timer = Timer(TimerKind(kind), target, int(deadline), int(seq), tuple(int(p) for p in payload))
             timers.entries[(timer.kind, target)] = timer
-        timers._compact()
+        timers.rebuild_heap()
         return timers

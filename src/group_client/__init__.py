@@ -3,12 +3,12 @@
 `GroupMember` is one consumer process: drive it with `poll(now_ms)` / `on_response(envelope)` over any
 `Transport` (`realtime.run_member` is the real-time loop); `kafka_transport.KafkaTransport` carries the
 envelopes over the coordinator's topics. The leader assigns with the `assignors` and the consumer
-protocol's encodings (`consumer_protocol`). The package needs kafka-python and the engine's wire
-vocabulary only: the chaos harness (`chaos_harness`) is built on it, never the other way round.
+protocol's encodings (`coordinator_state.consumer_protocol`, shared with the coordinator, which reads
+its members' subscriptions). The package needs kafka-python and the engine's wire vocabulary only: the
+chaos harness (`chaos_harness`) is built on it, never the other way round.
 """
 
-from .assignors import ASSIGNORS, MemberSubscription, range_assign, round_robin_assign
-from .consumer_protocol import (
+from coordinator_state.consumer_protocol import (
     Assignment,
     ProtocolError,
     Subscription,
@@ -17,6 +17,8 @@ from .consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
+
+from .assignors import ASSIGNORS, MemberSubscription, range_assign, round_robin_assign
 from .member import GroupMember, MemberConfig, MemberState, new_reply_to
 from .realtime import run_member, wall_clock_ms
 from .transport import Transport

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .consumer_protocol import Assignment, TopicPartition
+from coordinator_state.consumer_protocol import Assignment, TopicPartition
 
 
 @dataclass(frozen=True, slots=True)

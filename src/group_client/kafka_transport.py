@@ -16,6 +16,8 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.partitioner.default import murmur2
 
+from coordinator_state.wire import routing_group_id
+
 REQUEST_TOPIC = "coordinator.requests"
 RESPONSE_TOPIC = "coordinator.responses"
 
@@ -45,10 +47,10 @@ class KafkaTransport:
         self._inbox: dict[str, list[dict[str, Any]]] = {}
 
     def send(self, request: Mapping[str, Any]) -> None:
-        """Produces one request, keyed by its group id, after registering its reply_to."""
+        """Produces one request, keyed by its group id (PROTOCOL.md 1, 8), after registering its reply_to."""
         reply_to = str(request.get("reply_to", request.get("client_id", "")))
         self._register(reply_to)
-        group_id = str(request.get("body", {}).get("group_id", ""))
+        group_id = routing_group_id(request) or ""
         self._producer.send(self.request_topic, key=group_id.encode("utf-8"),
                             value=json.dumps(request, separators=(",", ":")).encode("utf-8"))
         self._producer.flush()

@@ -11,6 +11,12 @@ does: JoinGroup v9 (rejoin with the given id on MEMBER_ID_REQUIRED), SyncGroup v
 assignor named by the selected protocol; with `skip_assignment` a returning static leader keeps what it
 has), Heartbeat v4 every `heartbeat_interval_ms` while syncing or stable, LeaveGroup v5 on `close()`.
 Before rejoining it gives up its partitions (`on_revoked`, or `on_lost` when its generation was reset).
+With `commit_interval_ms` set it also manages offsets as the Java consumer with enable.auto.commit does:
+after each assignment it fetches its partitions' committed offsets (OffsetFetch v8; none committed means
+the start of the partition, auto.offset.reset=earliest), the application reports what it processed with
+`consumed`, and it commits its positions (OffsetCommit v9) every `commit_interval_ms`, before it gives
+up its partitions to rejoin, and when it closes. A static member restarted within its session gets its
+old assignment back without a rebalance, and so resumes from its predecessor's committed offsets.
 How each error is answered is the `_REACTIONS` table; an error not in it is fatal (state FAILED, as
 the Java consumer raises FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED, INCONSISTENT_GROUP_PROTOCOL... to
 the application). A response is acted on only if its correlation id is in flight, so a late answer to
@@ -25,11 +31,12 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from .assignors import ASSIGNORS, MemberSubscription
-from .consumer_protocol import (
+from coordinator_state import Api, request_envelope
+from coordinator_state.consumer_protocol import (
     PROTOCOL_TYPE,
     Assignment,
     Subscription,
+    TopicPartition,
     decode_assignment,
     decode_subscription,
     encode_assignment,
@@ -38,7 +45,11 @@ from .consumer_protocol import (
     to_base64,
 )
 
-API_VERSIONS = {"JoinGroup": 9, "SyncGroup": 5, "Heartbeat": 4, "LeaveGroup": 5}
+from .assignors import ASSIGNORS, MemberSubscription
+
+# The versions this client speaks (Kafka 3.x consumers' latest for the classic protocol).
+API_VERSIONS = {Api.JOIN_GROUP: 9, Api.SYNC_GROUP: 5, Api.HEARTBEAT: 4, Api.LEAVE_GROUP: 5,
+                Api.OFFSET_COMMIT: 9, Api.OFFSET_FETCH: 8}
 NO_GENERATION = -1
 # Kafka's JOIN_GROUP_TIMEOUT_LAPSE: a JoinGroup may be parked for the whole rebalance timeout.
 JOIN_TIMEOUT_LAPSE_MS = 5000
@@ -79,6 +90,7 @@ class Reaction(Enum):
     RESET_GENERATION = "reset generation"  # partitions lost; rejoin at once keeping the member id
     RESET_MEMBER_ID = "reset member id"  # partitions lost; rejoin at once as a new member
     RETRY_HEARTBEAT = "heartbeat after backoff"
+    RETRY_FETCH = "fetch the committed offsets again"
     IGNORE = "ignore"
 
 
@@ -101,6 +113,16 @@ _REACTIONS: dict[tuple[str, str], Reaction] = {
     ("Heartbeat", "UNKNOWN_MEMBER_ID"): Reaction.RESET_MEMBER_ID,
     ("Heartbeat", "COORDINATOR_NOT_AVAILABLE"): Reaction.RETRY_HEARTBEAT,
     ("Heartbeat", "TIMEOUT"): Reaction.RETRY_HEARTBEAT,
+    # A failed commit is not retried (the next one carries newer positions); the heartbeat, not the
+    # commit, tells the member it must rejoin. A fenced commit (KIP-345 zombie) is fatal, as in Java.
+    ("OffsetCommit", "ILLEGAL_GENERATION"): Reaction.IGNORE,
+    ("OffsetCommit", "UNKNOWN_MEMBER_ID"): Reaction.IGNORE,
+    ("OffsetCommit", "REBALANCE_IN_PROGRESS"): Reaction.IGNORE,
+    ("OffsetCommit", "COORDINATOR_NOT_AVAILABLE"): Reaction.IGNORE,
+    ("OffsetCommit", "GROUP_ID_NOT_FOUND"): Reaction.IGNORE,
+    ("OffsetCommit", "TIMEOUT"): Reaction.IGNORE,
+    ("OffsetFetch", "COORDINATOR_NOT_AVAILABLE"): Reaction.RETRY_FETCH,
+    ("OffsetFetch", "TIMEOUT"): Reaction.RETRY_FETCH,
 }
 # Why the member rejoins, sent as JoinGroup v8+ `reason` (KIP-800).
 _REJOIN_REASONS: dict[Reaction, str] = {
@@ -128,6 +150,8 @@ class MemberConfig:
     retry_backoff_ms: int = 100
     assignors: tuple[str, ...] = ("range",)  # partition.assignment.strategy, in preference order
     client_host: str = "/127.0.0.1"
+    # auto.commit.interval.ms with enable.auto.commit; None: the member neither fetches nor commits offsets.
+    commit_interval_ms: int | None = None
 
     def __post_init__(self) -> None:
         unknown = [name for name in self.assignors if name not in ASSIGNORS]
@@ -135,6 +159,8 @@ class MemberConfig:
             raise ValueError(f"assignors must be among {sorted(ASSIGNORS)}, got {list(self.assignors)}")
         if not 0 < self.heartbeat_interval_ms < self.session_timeout_ms:
             raise ValueError("heartbeat_interval_ms must be positive and below session_timeout_ms")
+        if self.commit_interval_ms is not None and self.commit_interval_ms <= 0:
+            raise ValueError("commit_interval_ms must be positive (or None: no offsets)")
 
 
 def new_reply_to(client_id: str, suffix: str | None = None) -> str:
@@ -148,6 +174,7 @@ class _InFlight:
     deadline_ms: int
     generation_id: int
     member_id: str
+    offsets: dict[TopicPartition, int] | None = None  # an OffsetCommit's positions
 
 
 @dataclass(slots=True)
@@ -194,13 +221,20 @@ class GroupMember:
         self._sync_assignments: list[dict[str, str]] | None = None  # SYNCING: the SyncGroup to send
         self._heartbeat_at: int | None = None
         self._leave_due = False
+        # Offsets (with commit_interval_ms): where each owned partition's processing stands, and commits.
+        self.positions: dict[TopicPartition, int] = {}  # next offset to process, once fetched
+        self.committed: dict[TopicPartition, int] = {}  # what the coordinator acknowledged
+        self._fetch_due = False
+        self._commit_at: int | None = None
+        self._uncommitted = False  # positions moved since the last commit sent
+        self._outbox: list[dict[str, Any]] = []  # commits decided by a reaction, sent before anything else
 
     # ------------------------------------------------------------------ driving
 
     @property
     def done(self) -> bool:
         """Closed or failed, with nothing left to send."""
-        return self.state in (MemberState.CLOSED, MemberState.FAILED) and not self._leave_due
+        return self.state in (MemberState.CLOSED, MemberState.FAILED) and not self._leave_due and not self._outbox
 
     @property
     def is_leader(self) -> bool:
@@ -211,7 +245,7 @@ class GroupMember:
         """Moves the member's clock to `now_ms` and returns the request envelopes to send now."""
         self._now = max(self._now, now_ms)
         self._expire_requests()
-        out: list[dict[str, Any]] = []
+        out, self._outbox = self._outbox, []
         if self._leave_due:
             self._leave_due = False
             out.append(self._leave_request())
@@ -226,13 +260,36 @@ class GroupMember:
                 and self._heartbeat_at is not None and self._heartbeat_at <= self._now):
             self._heartbeat_at = self._now + self.config.heartbeat_interval_ms
             out.append(self._heartbeat_request())
+        if self.state is MemberState.STABLE and self._fetch_due:
+            self._fetch_due = False
+            out.append(self._fetch_request())
+        if self.state is MemberState.STABLE and self._commit_at is not None and self._commit_at <= self._now:
+            self._commit_at = self._now + self._commit_interval()
+            if self._uncommitted:
+                out.append(self._commit_request())
         return out
+
+    def consumed(self, partition: TopicPartition, next_offset: int) -> None:
+        """The application processed `partition` up to `next_offset` (exclusive): the position to commit."""
+        if partition in self.positions and next_offset != self.positions[partition]:
+            self.positions[partition] = next_offset
+            self._uncommitted = True
+
+    def _commit_interval(self) -> int:
+        interval = self.config.commit_interval_ms
+        assert interval is not None
+        return interval
 
     def next_deadline(self) -> int | None:
         """The earliest time at which `poll` has something to do, or None if nothing is pending."""
         deadlines = [entry.deadline_ms for entry in self._in_flight.values()]
-        if self._leave_due or (self.state is MemberState.SYNCING and self._sync_assignments is not None):
+        due_now = (self._leave_due or bool(self._outbox)
+                   or (self.state is MemberState.SYNCING and self._sync_assignments is not None)
+                   or (self.state is MemberState.STABLE and self._fetch_due))
+        if due_now:
             deadlines.append(self._now)
+        if self.state is MemberState.STABLE and self._commit_at is not None:
+            deadlines.append(self._commit_at)
         if self.state is MemberState.UNJOINED and self._join_at is not None:
             deadlines.append(self._join_at)
         if self.state in (MemberState.SYNCING, MemberState.STABLE) and self._heartbeat_at is not None:
@@ -255,6 +312,11 @@ class GroupMember:
             self.leave_result = str(entries[0].get("error", error)) if error == "NONE" else error
         elif error != "NONE":
             self._on_error(entry, error, body)
+        elif entry.api == "OffsetCommit":
+            self._on_commit_ok(entry, body)
+        elif entry.api == "OffsetFetch":
+            if (entry.generation_id, entry.member_id) == (self.generation_id, self.member_id):
+                self._on_fetch_ok(body)
         elif entry.api in _SUCCESS:
             _SUCCESS[entry.api](self, body)
 
@@ -269,6 +331,7 @@ class GroupMember:
             return
         if leave_group is None:
             leave_group = self.config.group_instance_id is None
+        self._commit_before_giving_up()
         self._give_up_partitions(lost=False)
         self._forget_in_flight("JoinGroup", "SyncGroup", "Heartbeat")
         self._leave_due = leave_group and bool(self.member_id)
@@ -293,6 +356,9 @@ class GroupMember:
         self.assignment = decode_assignment(from_base64(str(body.get("assignment", ""))))
         self._heartbeat_at = self._now + self.config.heartbeat_interval_ms
         self._transition(MemberState.STABLE)
+        if self.config.commit_interval_ms is not None:
+            self._fetch_due = bool(self.assignment.partitions)
+            self._commit_at = self._now + self.config.commit_interval_ms
         if self._on_assigned is not None:
             self._on_assigned(self.assignment)
 
@@ -320,7 +386,12 @@ class GroupMember:
         if reaction is Reaction.RETRY_HEARTBEAT:
             self._heartbeat_at = self._now + self.config.retry_backoff_ms
             return
+        if reaction is Reaction.RETRY_FETCH:
+            self._fetch_due = self.state is MemberState.STABLE and bool(self.assignment.partitions)
+            return
         lost = reaction in (Reaction.RESET_GENERATION, Reaction.RESET_MEMBER_ID)
+        if not lost:
+            self._commit_before_giving_up()  # the Java consumer commits before it revokes (onJoinPrepare)
         self._give_up_partitions(lost=lost)
         if lost:
             self.generation_id = NO_GENERATION
@@ -337,6 +408,8 @@ class GroupMember:
         self._transition(MemberState.UNJOINED)
 
     def _fail(self, error: str) -> None:
+        if self.state in (MemberState.CLOSED, MemberState.FAILED):
+            return  # e.g. a commit sent on close was fenced: nothing is left to stop
         self.fatal_error = error
         self._give_up_partitions(lost=True)
         self._forget_in_flight("JoinGroup", "SyncGroup", "Heartbeat")
@@ -347,7 +420,15 @@ class GroupMember:
         for correlation_id in [c for c, entry in self._in_flight.items() if entry.api in apis]:
             del self._in_flight[correlation_id]
 
+    def _commit_before_giving_up(self) -> None:
+        if self.state is MemberState.STABLE and self._uncommitted:
+            self._outbox.append(self._commit_request())
+
     def _give_up_partitions(self, *, lost: bool) -> None:
+        self.positions = {}
+        self._fetch_due = False
+        self._commit_at = None
+        self._uncommitted = False
         if self.state is not MemberState.STABLE:
             return
         held, self.assignment = self.assignment, Assignment(frozenset())
@@ -387,7 +468,7 @@ class GroupMember:
 
     # ------------------------------------------------------------------ requests
 
-    def _envelope(self, api: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _envelope(self, api: Api, body: dict[str, Any]) -> dict[str, Any]:
         correlation_id = self._correlation_id
         self._correlation_id = (self._correlation_id + 1) % (INT32_MAX + 1)
         timeout = self.config.request_timeout_ms
@@ -396,20 +477,14 @@ class GroupMember:
         self._in_flight[correlation_id] = _InFlight(api, self._now + timeout, self.generation_id,
                                                     self.member_id)
         self.stats.sent[api] = self.stats.sent.get(api, 0) + 1
-        return {
-            "api": api,
-            "version": API_VERSIONS[api],
-            "correlation_id": correlation_id,
-            "client_id": self.config.client_id,
-            "client_host": self.config.client_host,
-            "reply_to": self.reply_to,
-            "timestamp_ms": self._now,
-            "body": {"group_id": self.config.group_id, **body},
-        }
+        return request_envelope(api, {"group_id": self.config.group_id, **body}, version=API_VERSIONS[api],
+                                correlation_id=correlation_id, client_id=self.config.client_id,
+                                client_host=self.config.client_host, reply_to=self.reply_to,
+                                timestamp_ms=self._now)
 
     def _join_request(self) -> dict[str, Any]:
         metadata = to_base64(encode_subscription(Subscription(self.config.topics)))
-        return self._envelope("JoinGroup", {
+        return self._envelope(Api.JOIN_GROUP, {
             "session_timeout_ms": self.config.session_timeout_ms,
             "rebalance_timeout_ms": self.config.rebalance_timeout_ms,
             "member_id": self.member_id,
@@ -420,7 +495,7 @@ class GroupMember:
         })
 
     def _sync_request(self, assignments: list[dict[str, str]]) -> dict[str, Any]:
-        return self._envelope("SyncGroup", {
+        return self._envelope(Api.SYNC_GROUP, {
             "generation_id": self.generation_id,
             "member_id": self.member_id,
             "group_instance_id": self.config.group_instance_id,
@@ -430,14 +505,62 @@ class GroupMember:
         })
 
     def _heartbeat_request(self) -> dict[str, Any]:
-        return self._envelope("Heartbeat", {
+        return self._envelope(Api.HEARTBEAT, {
             "generation_id": self.generation_id,
             "member_id": self.member_id,
             "group_instance_id": self.config.group_instance_id,
         })
 
+    def _fetch_request(self) -> dict[str, Any]:
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(self.assignment.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        return self._envelope(Api.OFFSET_FETCH, {
+            "groups": [{"group_id": self.config.group_id,
+                        "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]}],
+            "require_stable": True,
+        })
+
+    def _commit_request(self) -> dict[str, Any]:
+        self._uncommitted = False
+        positions = dict(sorted(self.positions.items()))
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), offset in positions.items():
+            by_topic.setdefault(topic, []).append({"partition_index": partition, "committed_offset": offset,
+                                                   "committed_leader_epoch": -1, "committed_metadata": ""})
+        request = self._envelope(Api.OFFSET_COMMIT, {
+            "generation_id_or_member_epoch": self.generation_id,
+            "member_id": self.member_id,
+            "group_instance_id": self.config.group_instance_id,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        })
+        self._in_flight[request["correlation_id"]].offsets = positions
+        return request
+
+    def _on_fetch_ok(self, body: Mapping[str, Any]) -> None:
+        """The committed offsets of the assignment: processing starts there (or at 0 if none)."""
+        if self.state is not MemberState.STABLE:
+            return
+        for topic in body["groups"][0]["topics"]:
+            for entry in topic["partitions"]:
+                tp = (str(topic["name"]), int(entry["partition_index"]))
+                if tp in self.assignment.partitions and tp not in self.positions:
+                    offset = int(entry["committed_offset"])
+                    self.positions[tp] = max(offset, 0)
+                    if offset >= 0:
+                        self.committed[tp] = offset
+
+    def _on_commit_ok(self, entry: _InFlight, body: Mapping[str, Any]) -> None:
+        """Records what the coordinator acknowledged, partition by partition."""
+        sent = entry.offsets or {}
+        for topic in body["topics"]:
+            for answered in topic["partitions"]:
+                tp = (str(topic["name"]), int(answered["partition_index"]))
+                if answered["error"] == "NONE" and tp in sent:
+                    self.committed[tp] = sent[tp]
+
     def _leave_request(self) -> dict[str, Any]:
-        return self._envelope("LeaveGroup", {"members": [{
+        return self._envelope(Api.LEAVE_GROUP, {"members": [{
             "member_id": self.member_id,
             "group_instance_id": self.config.group_instance_id,
             "reason": "the consumer is being closed",

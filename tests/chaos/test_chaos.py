@@ -15,7 +15,7 @@ import pytest
 
 from chaos_harness import ChaosConfigError, normalize_config, run_chaos
 from coordinator_cli.chaos import add_chaos_arguments, chaos_main
-from coordinator_state import LocalCoordinator
+from coordinator_state import ReplayDriver
 
 MEMBERS = 20
 PARTITIONS_PER_MEMBER = 3  # the default topic has 3 partitions per member
@@ -129,14 +129,11 @@ def test_the_traffic_file_replays_to_the_same_responses(
     traffic = tmp_path / "traffic.jsonl"
     config = {"scenario": scenario, "members": 8, "membership": membership, "lateness_ms": lateness_ms}
     report = run_chaos(config, traffic=traffic)
-    replica = LocalCoordinator(config=report["config"]["coordinator_config"])
+    replica = ReplayDriver({**report["config"]["coordinator_config"],
+                            "coordinator.lateness.ms": report["config"]["lateness_ms"]})
     responses: list[dict[str, Any]] = []
-    for line in traffic.read_text().splitlines():
-        record = json.loads(line)
-        if record["api"] == "Tick":
-            responses += replica.advance_to(record["timestamp_ms"] - report["config"]["lateness_ms"])
-        else:
-            responses += replica.handle(record)
+    for number, line in enumerate(traffic.read_bytes().splitlines(), start=1):
+        responses += replica.feed(line, f"file:{number}").responses
     assert len(responses) == report["responses"] > 0
     assert response_digest(responses) == report["responses_sha256"]
 

@@ -1,4 +1,7 @@
-"""Chaos against the streaming job in real time: a rolling bounce, the job stopped and restarted mid-run, the demo.
+"""Chaos against the streaming job in real time: the job stopped and restarted mid-run under its members.
+
+A rolling bounce of static members against the live job is the demo's, tested through `coordinator run
+--demo` (tests/streaming/test_cli_run.py); the scenarios themselves are tested on the sim backend.
 
 Each run starts the production query on a fresh checkpoint and topics of its own, in the test session's
 Spark session, against the test broker. Timings are real-time ones: micro-batches take 1-3 s on a busy
@@ -16,9 +19,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from chaos_harness.demo import Demo
 from chaos_harness.spark_backend import job_settings, run_chaos_spark
-from streaming.live_job import LiveJob
 from streaming.replay import replay_local
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -58,18 +59,6 @@ def assert_replays_to_the_same_responses(report: dict[str, Any], traffic: Path) 
     assert digest.hexdigest() == report["responses_sha256"]
 
 
-def test_a_rolling_bounce_of_static_members_costs_the_job_no_rebalance(
-        spark: SparkSession, kafka_bootstrap: str, tmp_path: Path) -> None:
-    traffic = tmp_path / "traffic.jsonl"
-    config = {"scenario": "rolling-bounce", "members": 10, "params": {"down_ms": 3000, "interval_ms": 1500},
-              **REAL_TIME}
-    report = run_chaos_spark(config, traffic=traffic, bootstrap_servers=kafka_bootstrap, spark=spark)
-    assert [e["member"][0] for e in report["events"] if e["kind"] == "close"] == list(range(10))
-    assert report["assignment_changes"] == 0
-    assert_nobody_lost(report, 10)
-    assert_replays_to_the_same_responses(report, traffic)
-
-
 def test_the_job_stopped_mid_run_and_restarted_on_its_checkpoint_answers_everything(
         spark: SparkSession, kafka_bootstrap: str, tmp_path: Path) -> None:
     traffic = tmp_path / "traffic.jsonl"
@@ -84,25 +73,3 @@ def test_the_job_stopped_mid_run_and_restarted_on_its_checkpoint_answers_everyth
     assert_nobody_lost(report, 6)
     assert_replays_to_the_same_responses(report, traffic)
 
-
-def test_the_demo_bounces_its_members_without_a_rebalance(
-        spark: SparkSession, kafka_bootstrap: str, tmp_path: Path) -> None:
-    settings = job_settings({"lateness_ms": 2000, "tick_interval_ms": 1000,
-                             "coordinator_config": {"group.initial.rebalance.delay.ms": 1000}}, kafka_bootstrap)
-    job = LiveJob(spark, settings, tmp_path / "checkpoint")
-    job.start()
-    try:
-        job.wait_ready(120)
-        demo = Demo(settings, members=3).start()
-        try:
-            assert demo.wait_for(lambda p: p.restarts >= 1 and p.phase == "stable", 90), demo.status()
-            assert "rebalances 0" in demo.status()
-        finally:
-            demo.stop()
-    finally:
-        job.close()
-    summary = demo.summary()
-    assert summary["restarts"] >= 1
-    assert (summary["rebalances"], summary["unanswered"], summary["fenced"]) == (0, 0, 0), summary
-    assert set(summary["errors"]) == {"NONE"}
-    assert job.failures() == []

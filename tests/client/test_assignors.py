@@ -7,8 +7,8 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
+from coordinator_state.consumer_protocol import Assignment
 from group_client.assignors import ASSIGNORS, MemberSubscription, range_assign, round_robin_assign
-from group_client.consumer_protocol import Assignment
 
 
 def by_topic(result: dict[str, Assignment]) -> dict[str, dict[str, list[int]]]:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from group_client.consumer_protocol import (
+from coordinator_state.consumer_protocol import (
     Assignment,
     ProtocolError,
     Subscription,

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from coordinator_state import LocalCoordinator
+from coordinator_state import ReplayDriver, tick_envelope
 from group_client.kafka_transport import KafkaTransport, response_partition
 from group_client.member import GroupMember, MemberConfig, MemberState, new_reply_to
 from group_client.realtime import run_member, wall_clock_ms
@@ -25,13 +25,17 @@ def test_reply_to_is_partitioned_as_the_java_client_does(key: str, java_hash: in
 
 
 class Bridge(threading.Thread):
-    """A stand-in for the streaming job: requests topic -> LocalCoordinator -> responses topic."""
+    """A stand-in for the streaming job: requests topic -> the engine's replay driver -> responses topic.
+
+    Like the job, it reads event time from the records only, and a Tick at the wall clock after each poll
+    stands for the job's tick writer.
+    """
 
     def __init__(self, bootstrap: str, requests: str, responses: str) -> None:
         super().__init__(daemon=True)
         from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-        self.coordinator = LocalCoordinator(config={"group.initial.rebalance.delay.ms": 0})
+        self.driver = ReplayDriver({"group.initial.rebalance.delay.ms": 0, "coordinator.lateness.ms": 0})
         self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
         self.consumer.assign([TopicPartition(requests, 0)])
         self.consumer.seek_to_beginning()
@@ -46,13 +50,13 @@ class Bridge(threading.Thread):
     def run(self) -> None:
         try:
             while not self.stop.is_set():
-                answers = self.coordinator.advance_to(wall_clock_ms())
+                answers = []
                 for records in self.consumer.poll(timeout_ms=50).values():
                     for record in records:
-                        request = json.loads(record.value)
-                        answers += self.coordinator.handle(request)
-                        if request["api"] == "LeaveGroup":
+                        answers += self.driver.feed(record.value, f"topic:{record.partition}:{record.offset}").responses
+                        if json.loads(record.value)["api"] == "LeaveGroup":
                             self.left.set()
+                answers += self.driver.feed(tick_envelope(wall_clock_ms()), "tick").responses
                 for answer in answers:
                     if answer["api"] == "Heartbeat" and answer["body"]["error"] == "NONE":
                         self.heartbeats_answered += 1
@@ -107,5 +111,5 @@ def test_a_member_joins_heartbeats_and_leaves_through_kafka(
         bridge.join(10)
         transport.close()
     assert bridge.errors == []
-    snapshot = bridge.coordinator.describe("g")
+    snapshot = bridge.driver.coordinator.describe("g")
     assert snapshot is not None and snapshot["state"] == "Empty"

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from group_client.consumer_protocol import (
+from coordinator_state import SIMULATION_EPOCH_MS
+from coordinator_state.consumer_protocol import (
     Assignment,
     Subscription,
     decode_assignment,
@@ -18,7 +19,7 @@ from group_client.consumer_protocol import (
 )
 from group_client.member import GroupMember, MemberConfig, MemberState
 
-T0 = 1_700_000_000_000
+T0 = SIMULATION_EPOCH_MS
 SESSION, HEARTBEAT, REBALANCE, BACKOFF = 10000, 3000, 30000, 100
 
 

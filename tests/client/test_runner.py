@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos_harness.sim import SIM_START_MS, SimBackend
+from chaos_harness.sim import SimBackend
+from coordinator_state import SIMULATION_EPOCH_MS
 from group_client.member import GroupMember, MemberConfig, MemberState
 from group_client.realtime import run_member
 
@@ -35,7 +36,7 @@ def test_run_member_joins_heartbeats_and_leaves_when_told_to_stop() -> None:
     config = MemberConfig(group_id="g", client_id="c", topics=("t",), topic_partitions={"t": 3},
                           session_timeout_ms=6000, heartbeat_interval_ms=1000, rebalance_timeout_ms=10000)
     member = GroupMember(config, "c-1", on_assigned=lambda a: assigned.append(a.partitions))
-    stop_at = SIM_START_MS + 20000
+    stop_at = SIMULATION_EPOCH_MS + 20000
     run_member(member, transport, clock=lambda: transport.sim.now_ms,
                should_stop=lambda: transport.sim.now_ms >= stop_at)
     assert assigned == [frozenset({("t", 0), ("t", 1), ("t", 2)})]

@@ -11,9 +11,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from coordinator_state import LocalCoordinator
-
-EPOCH_MS = 1_700_000_000_000
+from coordinator_state import SIMULATION_EPOCH_MS as EPOCH_MS
+from coordinator_state import LocalCoordinator, request_envelope, response_key
 
 
 def b64(text: str) -> str:
@@ -34,39 +33,40 @@ class Env:
     def send(self, api: str, client: str, body: dict[str, Any], version: int | None = None,
              reply_to: str | None = None) -> tuple[str, int]:
         correlation_id = next(self._correlation)
-        request: dict[str, Any] = {"api": api, "correlation_id": correlation_id, "client_id": f"client-{client}",
-                                   "client_host": f"/10.0.0.{len(client)}", "reply_to": reply_to or client,
-                                   "timestamp_ms": self.now, "body": {"group_id": self.group, **body}}
-        if version is not None:
-            request["version"] = version
+        request = request_envelope(api, {"group_id": self.group, **body}, version=version,
+                                   correlation_id=correlation_id, client_id=f"client-{client}",
+                                   client_host=f"/10.0.0.{len(client)}", reply_to=reply_to or client,
+                                   timestamp_ms=self.now)
         self.responses += self.coord.handle(request)
         return (reply_to or client, correlation_id)
 
     def join(self, client: str, member_id: str = "", instance: str | None = None, version: int = 9,
              protocols: list[tuple[str, str]] | None = None, session: int = 10000, rebalance: int = 30000,
-             protocol_type: str = "consumer") -> tuple[str, int]:
+             protocol_type: str = "consumer", reply_to: str | None = None) -> tuple[str, int]:
         offered = protocols or [("range", f"{client}-range")]
         body: dict[str, Any] = {"session_timeout_ms": session, "rebalance_timeout_ms": rebalance,
                                 "member_id": member_id, "group_instance_id": instance,
                                 "protocol_type": protocol_type,
                                 "protocols": [{"name": n, "metadata": b64(m)} for n, m in offered]}
-        return self.send("JoinGroup", client, body, version)
+        return self.send("JoinGroup", client, body, version, reply_to)
 
     def sync(self, client: str, member_id: str, generation: int, instance: str | None = None,
-             assignments: dict[str, str] | None = None, version: int = 5) -> tuple[str, int]:
+             assignments: dict[str, str] | None = None, version: int = 5,
+             reply_to: str | None = None) -> tuple[str, int]:
         body = {"generation_id": generation, "member_id": member_id, "group_instance_id": instance,
                 "protocol_type": "consumer", "protocol_name": "range",
                 "assignments": [{"member_id": m, "assignment": b64(a)} for m, a in (assignments or {}).items()]}
-        return self.send("SyncGroup", client, body, version)
+        return self.send("SyncGroup", client, body, version, reply_to)
 
     def heartbeat(self, client: str, member_id: str, generation: int, instance: str | None = None,
-                  version: int = 4) -> tuple[str, int]:
+                  version: int = 4, reply_to: str | None = None) -> tuple[str, int]:
         body = {"generation_id": generation, "member_id": member_id, "group_instance_id": instance}
-        return self.send("Heartbeat", client, body, version)
+        return self.send("Heartbeat", client, body, version, reply_to)
 
-    def leave(self, client: str, members: list[tuple[str, str | None]], version: int = 5) -> tuple[str, int]:
+    def leave(self, client: str, members: list[tuple[str, str | None]], version: int = 5,
+              reply_to: str | None = None) -> tuple[str, int]:
         body = {"members": [{"member_id": m, "group_instance_id": i, "reason": None} for m, i in members]}
-        return self.send("LeaveGroup", client, body, version)
+        return self.send("LeaveGroup", client, body, version, reply_to)
 
     def sleep(self, ms: int) -> None:
         self.now += ms
@@ -74,7 +74,7 @@ class Env:
 
     def answer(self, key: tuple[str, int]) -> dict[str, Any]:
         """The one response to a request; fails if there is none or more than one."""
-        found = [r for r in self.responses if (r["reply_to"], r["correlation_id"]) == key]
+        found = [r for r in self.responses if response_key(r) == key]
         assert len(found) == 1, f"expected one response to {key}, got {found}"
         return found[0]
 
@@ -85,7 +85,7 @@ class Env:
         return str(self.body(key)["error"])
 
     def pending(self, key: tuple[str, int]) -> bool:
-        return not any((r["reply_to"], r["correlation_id"]) == key for r in self.responses)
+        return not any(response_key(r) == key for r in self.responses)
 
     def describe(self) -> dict[str, Any]:
         snapshot = self.coord.describe(self.group)

@@ -30,7 +30,7 @@ def test_engine_imports_and_runs_with_io_modules_blocked() -> None:
 def test_engine_source_reads_no_clock_and_draws_no_random_numbers() -> None:
     forbidden = {"time", "datetime", "random", "secrets", "uuid", "os", "socket", "threading"}
     offenders = []
-    for path in PACKAGE.glob("*.py"):
+    for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             names = []
             if isinstance(node, ast.Import):

@@ -11,11 +11,17 @@ from typing import Any
 
 from kafka import KafkaProducer
 
-from coordinator_state import to_json
+from coordinator_state import (
+    SIMULATION_EPOCH_MS,
+    Api,
+    ResponseKey,
+    request_envelope,
+    response_key,
+    tick_envelope,
+    to_json,
+)
 from streaming.replay import replay_local
 from streaming.settings import load_settings
-
-EPOCH_MS = 1_700_000_000_000
 
 
 @dataclass(frozen=True)
@@ -38,7 +44,7 @@ class Traffic:
 
     group: str = "orders"
     partitions: int = 3
-    now: int = EPOCH_MS
+    now: int = SIMULATION_EPOCH_MS
     records: list[TrafficRecord] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -51,49 +57,56 @@ class Traffic:
         path.write_bytes(b"".join(line + b"\n" for line in self.lines()))
         return path
 
-    def send(self, api: str, client: str, body: dict[str, Any], version: int, *,
-             stamped: bool = True) -> tuple[str, int]:
+    def send(self, api: Api, client: str, body: dict[str, Any], version: int, *,
+             stamped: bool = True) -> ResponseKey:
         """A request; unstamped, its value has no timestamp_ms and the record's timestamp stands in."""
         self.now += 10
-        envelope = {"api": api, "version": version, "correlation_id": next(self._correlation), "client_id": client,
-                    "client_host": "/10.0.0.1", "reply_to": f"{client}-r", "body": {"group_id": self.group, **body}}
-        line = to_json({**envelope, "timestamp_ms": self.now}).encode()
-        value = line if stamped else to_json(envelope).encode()
-        self.records.append(TrafficRecord(self.group.encode(), value, self.now, None, line))
-        return envelope["reply_to"], envelope["correlation_id"]
 
-    def join(self, client: str) -> tuple[str, int]:
-        return self.send("JoinGroup", client, {
+        def envelope(timestamp_ms: int | None) -> dict[str, Any]:
+            return request_envelope(api, {"group_id": self.group, **body}, version=version,
+                                    correlation_id=correlation_id, client_id=client, client_host="/10.0.0.1",
+                                    reply_to=f"{client}-r", timestamp_ms=timestamp_ms)
+
+        correlation_id = next(self._correlation)
+        line = to_json(envelope(self.now)).encode()
+        value = line if stamped else to_json(envelope(None)).encode()
+        self.records.append(TrafficRecord(self.group.encode(), value, self.now, None, line))
+        key = response_key(envelope(self.now))
+        assert key is not None
+        return key
+
+    def join(self, client: str) -> ResponseKey:
+        return self.send(Api.JOIN_GROUP, client, {
             "session_timeout_ms": 10000, "rebalance_timeout_ms": 30000, "member_id": "",
             "group_instance_id": f"i-{client}", "protocol_type": "consumer",
             "protocols": [{"name": "range", "metadata": base64.b64encode(client.encode()).decode()}]}, 9)
 
-    def sync(self, client: str, member_id: str, generation: int, assignments: dict[str, str]) -> tuple[str, int]:
-        return self.send("SyncGroup", client, {
+    def sync(self, client: str, member_id: str, generation: int, assignments: dict[str, str]) -> ResponseKey:
+        return self.send(Api.SYNC_GROUP, client, {
             "generation_id": generation, "member_id": member_id, "group_instance_id": f"i-{client}",
             "protocol_type": "consumer", "protocol_name": "range",
             "assignments": [{"member_id": m, "assignment": base64.b64encode(a.encode()).decode()}
                             for m, a in assignments.items()]}, 5)
 
-    def heartbeat(self, client: str, member_id: str, generation: int, *, stamped: bool = True) -> tuple[str, int]:
-        return self.send("Heartbeat", client, {"generation_id": generation, "member_id": member_id,
+    def heartbeat(self, client: str, member_id: str, generation: int, *, stamped: bool = True) -> ResponseKey:
+        return self.send(Api.HEARTBEAT, client, {"generation_id": generation, "member_id": member_id,
                                                "group_instance_id": f"i-{client}"}, 4, stamped=stamped)
 
     def ticks(self, ms: int) -> None:
         """A tick on every partition each second, as the live job writes them."""
         for _ in range(ms // 1000):
             self.now += 1000
-            line = to_json({"api": "Tick", "timestamp_ms": self.now}).encode()
+            line = to_json(tick_envelope(self.now)).encode()
             self.records += [TrafficRecord(None, line, self.now, p, line) for p in range(self.partitions)]
 
     def hostile(self, raw: bytes) -> None:
         self.now += 10
         self.records.append(TrafficRecord(None, raw, self.now, 0, raw))
 
-    def answer(self, key: tuple[str, int]) -> dict[str, Any]:
+    def answer(self, key: ResponseKey) -> dict[str, Any]:
         """The response to a request, from a local replay of the traffic so far."""
         responses = [json.loads(r) for r in replay_local(self.lines(), load_settings()).responses]
-        found = [r for r in responses if (r["reply_to"], r["correlation_id"]) == key]
+        found = [r for r in responses if response_key(r) == key]
         assert len(found) == 1, f"expected one response to {key}, got {found}"
         return found[0]
 

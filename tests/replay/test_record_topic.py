@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from coordinator_cli import main
+from coordinator_state import SIMULATION_EPOCH_MS
 from streaming.broker import create_topics, free_loopback_port
 from streaming.record import Fetched, PartitionMerge, TopicRecorder, record_line
 from tests.replay.builder import TrafficRecord, produce
 
 
-def fetched(value: bytes | None, key: bytes | None = b"orders", timestamp: int = 1_700_000_000_000,
+def fetched(value: bytes | None, key: bytes | None = b"orders", timestamp: int = SIMULATION_EPOCH_MS,
             partition: int = 0, offset: int = 0) -> Fetched:
     return Fetched(timestamp, partition, offset, key, value)
 
@@ -57,7 +58,7 @@ def test_without_from_beginning_only_new_records_are_written(kafka_bootstrap: st
                                                              unique_topic: Callable[[str], str]) -> None:
     topic = unique_topic("snapshots")
     create_topics(kafka_bootstrap, [(topic, 2, False)])
-    old = TrafficRecord(b"old", b'{"group_id":"old","state":"Empty"}', 1_700_000_000_000, 0, b"")
+    old = TrafficRecord(b"old", b'{"group_id":"old","state":"Empty"}', SIMULATION_EPOCH_MS, 0, b"")
     produce(kafka_bootstrap, topic, [old])
     out = io.BytesIO()
     with TopicRecorder(kafka_bootstrap, topic, from_beginning=False) as recorder:
@@ -109,7 +110,7 @@ def test_bad_records_are_written_counted_and_exit_0(kafka_bootstrap: str, unique
                                                     tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     topic = unique_topic("requests")
     create_topics(kafka_bootstrap, [(topic, 1, False)])
-    produce(kafka_bootstrap, topic, [TrafficRecord(None, raw, 1_700_000_000_000 + i, 0, b"")
+    produce(kafka_bootstrap, topic, [TrafficRecord(None, raw, SIMULATION_EPOCH_MS + i, 0, b"")
                                      for i, raw in enumerate([b"not json", b"two\nlines", b'{"api":"Tick"}'])])
     output = tmp_path / "r.jsonl"
     assert main(["record", "--topic", topic, "--output", str(output), "--bootstrap-servers", kafka_bootstrap,

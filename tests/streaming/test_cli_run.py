@@ -1,28 +1,72 @@
-"""`coordinator run --embedded --demo`, as the README's first command runs it: a status line and a summary."""
+"""`coordinator run --embedded --demo`, as the README's first command runs it: a status line, Ctrl-C, a summary."""
 
 from __future__ import annotations
 
 import json
+import queue
+import re
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
+from typing import IO
 
 import pytest
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
+# The demo's part of the status line (chaos_harness.describe_progress).
+DEMO_STATUS = re.compile(r"demo \S+: .*  rebalances (\d+)  restarts (\d+)  unanswered \d+")
 
-def test_run_on_the_embedded_broker_with_the_demo_clients(tmp_path: Path) -> None:
+
+def status_updates(stream: IO[str]) -> queue.Queue[str | None]:
+    """The status line's successive texts (it is rewritten in place with \\r), then None at the end."""
+    updates: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        pending = ""
+        while chunk := stream.read(1):
+            pending += chunk
+            if chunk in "\r\n":
+                updates.put(pending.strip())
+                pending = ""
+        updates.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    return updates
+
+
+def test_run_on_the_embedded_broker_with_the_demo_clients_until_ctrl_c(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "coordinator_cli", "run", "--embedded", "--demo", "--demo-members", "3",
-               "--duration", "60", "--checkpoint", str(tmp_path / "checkpoint"),
-               "--set", "group.initial.rebalance.delay.ms=1000"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
-    assert summary["batches"] > 5 and summary["ticks"] > 0 and summary["dead_letters"] == 0
+               "--checkpoint", str(tmp_path / "checkpoint"), "--set", "group.initial.rebalance.delay.ms=1000"]
+    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    assert job.stderr is not None and job.stdout is not None
+    updates, lines = status_updates(job.stderr), []
+    try:
+        # Runs until the group was stable and a member has been bounced, however slow the machine is.
+        deadline = time.monotonic() + 240
+        while True:
+            try:
+                line = updates.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError("no bounce within 240 s:\n" + "\n".join(lines[-10:])) from None
+            assert line is not None, "the job ended:\n" + "\n".join(lines[-20:])
+            lines.append(line)
+            found = DEMO_STATUS.search(line)
+            if found and int(found.group(2)) >= 1:
+                break
+        assert "batches" in line and found.group(1) == "0"
+        job.send_signal(signal.SIGINT)  # the status thread keeps draining stderr meanwhile
+        job.wait(timeout=180)
+        stdout = job.stdout.read()
+    finally:
+        job.kill()
+    assert job.returncode == 0, "\n".join(lines[-20:])
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    assert summary["batches"] > 0 and summary["ticks"] > 0 and summary["dead_letters"] == 0
     demo = summary["demo"]
-    assert demo["stable_at_ms"] is not None, demo  # the group became stable before the run ended
-    assert demo["requests"] > 0 and demo["unanswered"] == 0 and demo["rebalances"] == 0
-    status_lines = [line for line in result.stderr.replace("\r", "\n").splitlines() if line.startswith("[")]
-    assert any("batches" in line and "demo" in line for line in status_lines)
+    assert demo["stable_at_ms"] is not None and demo["restarts"] >= 1 and demo["requests"] > 0
+    assert (demo["unanswered"], demo["rebalances"], demo["fenced"]) == (0, 0, 0), demo
     assert (tmp_path / "checkpoint" / "offsets").is_dir()

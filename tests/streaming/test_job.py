@@ -2,7 +2,7 @@
 
 Every test compares what the job wrote with `replay_local` of the same traffic: the responses keyed by
 (reply_to, correlation_id) with exact duplicates dropped (the sink is at-least-once), the last snapshot
-of every group, and the dead letters.
+of every group, the last value of every committed offset, and the dead letters.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +22,11 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from pyspark.sql import SparkSession
 
-from coordinator_state import Invalid, decode_record, parse_raw, to_json
+from coordinator_cli import main
+from coordinator_state import Invalid, ResponseKey, decode_record, parse_raw, response_key, tick_envelope, to_json
 from streaming.kafka_source import log_end_offsets
 from streaming.live_job import ensure_topics, start_query
-from streaming.replay import ReplayResult, replay_local, replay_spark
+from streaming.replay import ReplayResult, offset_tombstone, replay_local, replay_spark, tombstone
 from streaming.settings import load_settings
 from tests.traffic import HOSTILE, build_traffic, write_traffic
 
@@ -33,12 +34,12 @@ pytestmark = [pytest.mark.spark]
 SUBMIT = Path(__file__).resolve().parents[2] / "src" / "coordinator_cli" / "submit.py"
 
 
-def keyed(responses: list[str]) -> dict[tuple[str, int], str]:
+def keyed(responses: list[str]) -> dict[ResponseKey, str]:
     """Responses by (reply_to, correlation_id); an exact duplicate is dropped, a different one fails."""
-    out: dict[tuple[str, int], str] = {}
+    out: dict[ResponseKey, str] = {}
     for line in responses:
-        response = json.loads(line)
-        key = (response["reply_to"], response["correlation_id"])
+        key = response_key(json.loads(line))
+        assert key is not None, line
         assert out.get(key, line) == line, f"two different answers to {key}"
         out[key] = line
     return out
@@ -47,6 +48,7 @@ def keyed(responses: list[str]) -> dict[tuple[str, int], str]:
 def assert_same(actual: ReplayResult, expected: ReplayResult) -> None:
     assert keyed(actual.responses) == keyed(expected.responses)
     assert actual.snapshots == expected.snapshots
+    assert actual.offsets == expected.offsets
     assert sorted(actual.dead_letters) == sorted(expected.dead_letters)
 
 
@@ -55,15 +57,36 @@ def full_traffic() -> list[bytes]:
     return build_traffic("full")
 
 
-@pytest.mark.parametrize("size,records_per_batch", [("short", 1), ("full", 7), ("full", None)])
-def test_spark_replay_equals_the_local_replay_whatever_the_batch_size(
-        spark: SparkSession, tmp_path: Path, size: str, records_per_batch: int | None) -> None:
-    lines = build_traffic(size)
+def test_spark_replay_in_small_batches_equals_the_local_replay(spark: SparkSession, tmp_path: Path,
+                                                               full_traffic: list[bytes]) -> None:
+    """State, timers and watermark carried across micro-batches (the engine's own tests cut the same traffic at
+    every boundary through `run_group`; here it is Spark's state store and event-time timeouts)."""
     settings = load_settings()
-    expected = replay_local(lines, settings)
+    expected = replay_local(full_traffic, settings)
     assert len(expected.snapshots) >= 2 and expected.dead_letters
-    actual = replay_spark(write_traffic(tmp_path / "traffic.jsonl", lines), settings, records_per_batch, None, None)
+    assert expected.offsets  # the simulated consumers commit
+    # The admin's commits to "ledger": one stays, one expires.
+    ledger = [json.loads(line) for key, line in expected.offsets.items() if key.startswith("ledger/")]
+    assert [line.get("tombstone", False) for line in ledger] == [False, True]
+    actual = replay_spark(write_traffic(tmp_path / "traffic.jsonl", full_traffic), settings, 20, None, None)
     assert_same(actual, expected)
+
+
+def test_coordinator_replay_spark_writes_what_replay_local_writes(spark: SparkSession, tmp_path: Path,
+                                                                  full_traffic: list[bytes],
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """The whole file in one micro-batch, through the command line, compared by `coordinator diff`."""
+    traffic = write_traffic(tmp_path / "traffic.jsonl", full_traffic)
+    outputs = {}
+    for engine in ("local", "spark"):
+        outputs[engine] = [tmp_path / f"{engine}.{kind}.jsonl" for kind in ("responses", "snapshots", "dead-letters")]
+        responses, snapshots, dead_letters = map(str, outputs[engine])
+        # The test session's shuffle partitions, so that the session is reused as it is.
+        assert main(["replay", "--engine", engine, "--input", str(traffic), "--output", responses, "--snapshots",
+                     snapshots, "--dead-letters", dead_letters, "--set", "coordinator.shuffle.partitions=2"]) == 0
+    for local, spark_side in zip(outputs["local"], outputs["spark"], strict=True):
+        assert main(["diff", str(local), str(spark_side)]) == 0, capsys.readouterr().out
+    assert len(outputs["spark"][2].read_text().splitlines()) == len(HOSTILE)
 
 
 def test_late_requests_are_processed_not_lost_but_may_be_answered_differently(spark: SparkSession,
@@ -76,10 +99,54 @@ def test_late_requests_are_processed_not_lost_but_may_be_answered_differently(sp
     traffic = [to_json(r).encode() for r in lines] + [to_json(late).encode()]
     settings = load_settings()
     local = replay_local(traffic, settings)
-    spark_run = replay_spark(write_traffic(tmp_path / "late.jsonl", traffic), settings, 5, None, None)
+    # Two micro-batches: the late request comes in the second, after the first has moved the watermark.
+    spark_run = replay_spark(write_traffic(tmp_path / "late.jsonl", traffic), settings, len(traffic) // 2, None, None)
     key = (late["reply_to"], 999_999)
     assert key in keyed(local.responses) and key in keyed(spark_run.responses)  # answered by both, never lost
     assert local.counts["late_requests"] == 1 and spark_run.counts["late_requests"] == 1
+
+
+Record = tuple[str | None, str | None]  # key, value
+
+
+class TopicTail:
+    """A topic read from its beginning, incrementally: each record is fetched once, `records` grows."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.records: list[Record] = []
+        self._consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+        self._probe = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)  # for the end offsets
+        partitions = [TopicPartition(topic, int(p)) for p in log_end_offsets(self._probe, topic)]
+        self._consumer.assign(partitions)
+        self._consumer.seek_to_beginning(*partitions)
+
+    def fetch(self, timeout_ms: int) -> None:
+        """Reads what has arrived, waiting on the broker up to `timeout_ms` for something."""
+        for batch in self._consumer.poll(timeout_ms=timeout_ms).values():
+            self.records += [(r.key and r.key.decode(), r.value and r.value.decode()) for r in batch]
+
+    def read_to_end(self) -> list[Record]:
+        """Every record up to the topic's end as it is now."""
+        for partition, end in log_end_offsets(self._probe, self.topic).items():
+            while self._consumer.position(TopicPartition(self.topic, int(partition))) < end:
+                self.fetch(1000)
+        return self.records
+
+    def close(self) -> None:
+        self._consumer.close()
+        self._probe.close()
+
+
+def wait_until(condition: Callable[[], bool], tails: Sequence[TopicTail], timeout_s: float, what: str) -> None:
+    """Reads the tails as records arrive until `condition()` holds (AssertionError after `timeout_s`)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        remaining_ms = int((deadline - time.monotonic()) * 1000)
+        if remaining_ms <= 0:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        for tail in tails:
+            tail.fetch(min(remaining_ms, 1000) // len(tails))
 
 
 class Cluster:
@@ -92,6 +159,7 @@ class Cluster:
             f"coordinator.responses.topic={unique('responses')}",
             f"coordinator.snapshots.topic={unique('snapshots')}",
             f"coordinator.dead.letters.topic={unique('dead-letters')}",
+            f"coordinator.offsets.topic={unique('offsets')}",
             # Requests of different groups sit in different partitions and Spark's watermark is global, so
             # a backlog read unevenly across partitions would make some requests late. Each half of the
             # recorded traffic is read in one batch here; replays exercise small batches (one partition).
@@ -99,6 +167,7 @@ class Cluster:
         ])
         ensure_topics(self.settings)
         self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+        self.tails: dict[str, TopicTail] = {}
 
     def produce(self, lines: list[bytes], skew_ms: int = 0) -> None:
         """Each line keyed by its group id, stamped by the broker with its own event time (plus skew_ms)."""
@@ -117,32 +186,50 @@ class Cluster:
     def end_of_input(self, lines: list[bytes]) -> None:
         """A last tick in a batch of its own, so that the final watermark fires its timers (as a replay does)."""
         high = max(p.timestamp_ms for p in map(parse_raw, lines) if not isinstance(p, Invalid))
-        self.produce([to_json({"api": "Tick", "timestamp_ms": high}).encode()])
+        self.produce([to_json(tick_envelope(high)).encode()])
 
-    def read(self, topic_key: str) -> list[tuple[str | None, str | None]]:
-        topic = self.settings[topic_key]
-        consumer = KafkaConsumer(bootstrap_servers=self.settings["bootstrap.servers"], enable_auto_commit=False)
-        ends = log_end_offsets(consumer, topic)
-        records: list[tuple[str | None, str | None]] = []
-        for partition, end in ends.items():
-            tp = TopicPartition(topic, int(partition))
-            consumer.assign([tp])
-            consumer.seek(tp, 0)
-            while consumer.position(tp) < end:
-                for batch in consumer.poll(timeout_ms=1000).values():
-                    records += [(r.key and r.key.decode(), r.value and r.value.decode()) for r in batch]
-        consumer.close()
-        return records
+    def tail(self, topic_key: str) -> TopicTail:
+        """The reader of one of the coordinator's topics (one per topic, kept for the test)."""
+        if topic_key not in self.tails:
+            self.tails[topic_key] = TopicTail(self.settings["bootstrap.servers"], self.settings[topic_key])
+        return self.tails[topic_key]
+
+    def read(self, topic_key: str) -> list[Record]:
+        """Every record of the topic written so far."""
+        return list(self.tail(topic_key).read_to_end())
 
     def result(self) -> ReplayResult:
-        result = ReplayResult()
-        result.responses = [value for _, value in self.read("coordinator.responses.topic") if value]
-        result.dead_letters = [value for _, value in self.read("coordinator.dead.letters.topic") if value]
-        for key, value in self.read("coordinator.snapshots.topic"):
-            assert key is not None
-            # Per group, the snapshot topic is in order (one partition per key); keep the last.
-            result.snapshots[key] = to_json({"group_id": key, "tombstone": True}) if value is None else value
-        return result
+        return as_result(self.read("coordinator.responses.topic"), self.read("coordinator.snapshots.topic"),
+                         self.read("coordinator.dead.letters.topic"), self.read("coordinator.offsets.topic"))
+
+    def close(self) -> None:
+        self.producer.close()
+        for tail in self.tails.values():
+            tail.close()
+
+
+def as_result(responses: list[Record], snapshots: list[Record], dead_letters: list[Record],
+              offsets: list[Record]) -> ReplayResult:
+    """What the job wrote to its topics, as a replay's result."""
+    result = ReplayResult()
+    result.responses = [value for _, value in responses if value]
+    result.dead_letters = [value for _, value in dead_letters if value]
+    for key, value in snapshots:
+        assert key is not None
+        # Per group, the snapshot topic is in order (one partition per key); keep the last.
+        result.snapshots[key] = tombstone(key) if value is None else value
+    for key, value in offsets:
+        assert key is not None
+        result.offsets[key] = offset_tombstone(key) if value is None else value  # likewise per offset
+    result.offsets = dict(sorted(result.offsets.items()))
+    return result
+
+
+@pytest.fixture
+def cluster(kafka_bootstrap: str, unique_topic: Any) -> Iterator[Cluster]:
+    topics = Cluster(kafka_bootstrap, unique_topic)
+    yield topics
+    topics.close()
 
 
 def run_until_processed(spark: SparkSession, cluster: Cluster, checkpoint: Path, produce: Any) -> None:
@@ -157,9 +244,7 @@ def run_until_processed(spark: SparkSession, cluster: Cluster, checkpoint: Path,
 
 @pytest.mark.kafka
 def test_live_job_answers_like_the_engine_and_dead_letters_hostile_records(
-        spark: SparkSession, kafka_bootstrap: str, unique_topic: Any, tmp_path: Path,
-        full_traffic: list[bytes]) -> None:
-    cluster = Cluster(kafka_bootstrap, unique_topic)
+        spark: SparkSession, cluster: Cluster, tmp_path: Path, full_traffic: list[bytes]) -> None:
     skewed = json.loads(full_traffic[1])
     skewed["correlation_id"] = 424242
 
@@ -190,69 +275,20 @@ def test_live_job_answers_like_the_engine_and_dead_letters_hostile_records(
     assert quiet["members"] == [] and quiet["state"] == "Empty"  # expired on ticks alone: its client was silent
 
 
-@pytest.mark.kafka
-def test_restart_on_the_checkpoint_loses_no_request(spark: SparkSession, kafka_bootstrap: str, unique_topic: Any,
-                                                      tmp_path: Path, full_traffic: list[bytes]) -> None:
-    cluster = Cluster(kafka_bootstrap, unique_topic)
-    half = len(full_traffic) // 2
-    checkpoint = tmp_path / "checkpoint"
-    run_until_processed(spark, cluster, checkpoint, lambda: cluster.produce(full_traffic[:half]))
-    first = len(cluster.read("coordinator.responses.topic"))
-    cluster.produce(full_traffic[half:])  # arrives while the job is down
-
-    def the_rest() -> None:
-        cluster.end_of_input(full_traffic)
-
-    run_until_processed(spark, cluster, checkpoint, the_rest)
-    actual = cluster.result()
-    assert 0 < first < len(actual.responses)
-    expected = replay_local(full_traffic, cluster.settings)
-    actual.dead_letters = expected.dead_letters  # positions differ; their content is checked above
-    assert_same(actual, expected)
-
-
 def spark_submit_env() -> dict[str, str]:
     """spark-submit from the pip-installed PySpark, running this interpreter everywhere."""
     return {**os.environ, "SPARK_HOME": str(Path(pyspark.__file__).parent), "PYSPARK_PYTHON": sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable}
 
 
-def test_spark_submit_to_two_executor_processes_replays_like_the_engine(tmp_path: Path) -> None:
-    """spark-submit with master local-cluster[2,1,1024]: state, the Python source and the output across processes."""
-    lines = build_traffic("short")
-    traffic = write_traffic(tmp_path / "traffic.jsonl", lines)
-    spark_submit = Path(sys.executable).parent / "spark-submit"
-    command = [str(spark_submit), "--master", "local-cluster[2,1,1024]", str(SUBMIT), "replay", "--engine", "spark",
-               "--records-per-batch", "10", "--input", str(traffic),
-               "--output", str(tmp_path / "responses.jsonl"), "--snapshots", str(tmp_path / "snapshots.jsonl")]
-    with tempfile.TemporaryDirectory() as work:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=work,
-                                env=spark_submit_env())
-    assert result.returncode == 0, result.stderr[-3000:]
-    expected = replay_local(lines, load_settings())
-    responses = (tmp_path / "responses.jsonl").read_text().splitlines()
-    assert keyed(responses) == keyed(expected.responses)
-    snapshots = (tmp_path / "snapshots.jsonl").read_text().splitlines()
-    assert snapshots == [expected.snapshots[g] for g in sorted(expected.snapshots)]
-
-
-def _wait_for(condition: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.5)
-
-
 @pytest.mark.kafka
 def test_a_killed_job_restarted_on_its_checkpoint_answers_every_request(
-        kafka_bootstrap: str, unique_topic: Any, tmp_path: Path, full_traffic: list[bytes]) -> None:
+        kafka_bootstrap: str, cluster: Cluster, tmp_path: Path, full_traffic: list[bytes]) -> None:
     """The job submitted by spark-submit to two executor processes (Kafka source, state and sink across
     processes), killed with SIGKILL (every JVM included) mid-run, then restarted: nothing accepted is lost."""
-    cluster = Cluster(kafka_bootstrap, unique_topic)
     overrides = [item for key in ("coordinator.requests.topic", "coordinator.responses.topic",
                                   "coordinator.snapshots.topic", "coordinator.dead.letters.topic",
-                                  "coordinator.max.records.per.batch")
+                                  "coordinator.offsets.topic", "coordinator.max.records.per.batch")
                  for item in ("--set", f"{key}={cluster.settings[key]}")]
     # The recorded traffic carries its own clock: no wall-clock ticks from the job during this test.
     command = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local-cluster[2,1,1024]", str(SUBMIT),
@@ -262,8 +298,11 @@ def test_a_killed_job_restarted_on_its_checkpoint_answers_every_request(
     expected = keyed(local.responses)
     half = len(full_traffic) // 2
 
+    responses = cluster.tail("coordinator.responses.topic")
+    snapshots = cluster.tail("coordinator.snapshots.topic")
+
     def answered() -> int:
-        return len(keyed([v for _, v in cluster.read("coordinator.responses.topic") if v]))
+        return len(keyed([v for _, v in responses.records if v]))
 
     def start() -> subprocess.Popen[bytes]:
         return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -272,18 +311,21 @@ def test_a_killed_job_restarted_on_its_checkpoint_answers_every_request(
     cluster.produce(full_traffic[:half])
     job = start()
     try:
-        _wait_for(lambda: answered() > 0, 180, "the first answers")
+        wait_until(lambda: answered() > 0, [responses], 300, "the first answers")
         cluster.produce(full_traffic[half:])
         os.killpg(job.pid, signal.SIGKILL)
         job.wait(timeout=30)
+        responses.read_to_end()
         before = answered()
         job = start()
         cluster.end_of_input(full_traffic)
-        _wait_for(lambda: answered() == len(expected) and cluster.result().snapshots == local.snapshots, 180,
-                  "every request to be answered and every group's final snapshot")
+        wait_until(lambda: answered() == len(expected)
+                   and as_result(responses.records, snapshots.records, [], []).snapshots == local.snapshots,
+                   [responses, snapshots], 300, "every request to be answered and every group's final snapshot")
     finally:
         os.killpg(job.pid, signal.SIGKILL)
         job.wait(timeout=30)
     assert before < len(expected)
     actual = cluster.result()
     assert keyed(actual.responses) == expected
+    assert actual.offsets == local.offsets

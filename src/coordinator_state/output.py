@@ -10,6 +10,9 @@ import hashlib
 import json
 from typing import Any
 
+from .requests import Invalid
+from .responses import Response, invalid_response
+
 DEAD_LETTER_RAW_LIMIT = 65536
 
 
@@ -32,3 +35,8 @@ def dead_letter(source: str, raw: bytes | None, reason: str) -> dict[str, Any]:
         # The record is text; a cut at 64 KiB inside a character drops only that partial character.
         letter["raw"] = head.decode("utf-8", errors="ignore")
     return letter
+
+
+def reject(invalid: Invalid, source: str, raw: bytes | None) -> tuple[dict[str, Any], Response | None]:
+    """What becomes of a record that is not a valid request: its dead letter, and its answer when it can have one."""
+    return dead_letter(source, raw, invalid.reason), invalid_response(invalid)

@@ -138,10 +138,18 @@ def encode_subscription(subscription: Subscription) -> bytes:
     return w.value()
 
 
-def decode_subscription(data: bytes) -> Subscription:
-    """Reads the v0 fields of a subscription of any version."""
+def decode_subscription(data: bytes, *, any_version: bool = False) -> Subscription:
+    """Reads the v0 fields of a subscription of any version.
+
+    A negative version is refused, as the Java client refuses it, unless `any_version`: Kafka's
+    coordinator reads every member's metadata as v0 whatever its version field says when it collects a
+    group's subscribed topics (ClassicGroup.computeSubscribedTopics).
+    """
     r = _Reader(data)
-    r.version()
+    if any_version:
+        r.int16()
+    else:
+        r.version()
     topics = tuple(r.string() for _ in range(r.array_length()))
     return Subscription(topics, r.nullable_bytes())
 

@@ -1,0 +1,295 @@
+"""`coordinator chaos --clients kafka-python|confluent|mixed`: the chaos scenarios with real client processes.
+
+Real consumers (the `real_consumer` processes) read a topic a producer keeps filling, through a gateway
+in front of the in-process engine, in real time. Scenarios, as the simulated harness names them:
+- `rolling-bounce`: each member in turn stopped (SIGTERM: commit, close, no LeaveGroup) and started again
+  `down_ms` later, `interval_ms` apart. Static members should cost no rebalance.
+- `crash` (or `crash-longer-than-session`): member 0 killed (SIGKILL) and started again only after its
+  session ran out: the group rebalances without it, then with it.
+- `duplicate-instance`: a second process started with member 0's group.instance.id while the first runs:
+  the newcomer takes the identity over and the first is fenced (FENCED_INSTANCE_ID).
+The report has the simulated harness's headline fields, from what the clients and the gateway saw:
+rebalances (partitions revoked from a member that was not being stopped), assignment changes (a member
+back with other partitions than before), unanswered (coordinator timeouts), errors and latency per API
+(at the gateway), records read twice, the final group, and a timeline (`--plot` draws it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import NewTopic
+
+from kafka_gateway.runner import BackgroundGateway, GatewayOptions, host_port
+from streaming.broker import EmbeddedBroker
+
+from .real_consumer import ConsumerProcess
+
+SCENARIOS = ("rolling-bounce", "crash", "crash-longer-than-session", "duplicate-instance")
+CLIENTS = ("kafka-python", "confluent", "mixed")
+RECORDS_PER_S = 50
+STABLE_LIMIT_S = 60.0
+
+
+class RealChaos:
+    """One scenario with real clients; `run()` returns the report."""
+
+    def __init__(self, bootstrap: str, scenario: str, clients: str, members: int, *, membership: str = "static",
+                 session_timeout_ms: int = 6_000, down_ms: int = 1_000, interval_ms: int = 2_000,
+                 settle_s: float = 3.0, engine_config: Mapping[str, Any] | None = None) -> None:
+        if scenario not in SCENARIOS or clients not in CLIENTS or members < 2:
+            raise ValueError(f"scenario {scenario!r}, clients {clients!r}, members {members}: not a run")
+        if membership != "static" and scenario == "duplicate-instance":
+            raise ValueError("duplicate-instance needs static members")
+        self.bootstrap, self.scenario, self.clients, self.members = bootstrap, scenario, clients, members
+        self.membership, self.session_timeout_ms = membership, session_timeout_ms
+        self.down_s, self.interval_s, self.settle_s = down_ms / 1000, interval_ms / 1000, settle_s
+        self.engine_config = {"group.initial.rebalance.delay.ms": 500, "group.min.session.timeout.ms": 1_000,
+                              **(engine_config or {})}
+        suffix = secrets.token_hex(4)
+        self.group, self.topic, self.partitions = f"chaos-real-{suffix}", f"chaos-real-{suffix}.data", 2 * members
+        self.processes: list[ConsumerProcess] = []
+        self._member_of: dict[int, int] = {}  # id(process) -> member index
+        self.current: list[ConsumerProcess] = []
+        self.timeline: list[dict[str, Any]] = []
+        self.produced = 0
+        self._t0 = time.time()
+        self._stop_producing = threading.Event()
+
+    def run(self) -> dict[str, Any]:
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="chaos-admin")
+        try:
+            admin.create_topics([NewTopic(self.topic, self.partitions, 1)])
+        finally:
+            admin.close()
+        options = GatewayOptions(listen=("127.0.0.1", 0), upstream=host_port(self.bootstrap), engine="local",
+                                 settings=self.engine_config, status_interval_s=0)
+        producer = threading.Thread(target=self._produce, name="chaos-producer", daemon=True)
+        with BackgroundGateway(options) as gateway:
+            self.gateway = gateway
+            producer.start()
+            try:
+                self.current = [self._start(i) for i in range(self.members)]
+                self._wait(self._settled, STABLE_LIMIT_S, "the group to form")
+                self._note("stable", None)
+                stable_at = time.time()
+                before = {p.instance_id or str(i): p.assignment() for i, p in enumerate(self.current)}
+                stable_generation = self._group()["generation_id"]
+                self._scenario()
+                self._stop_producing.set()
+                producer.join()
+                settled = self._wait(lambda: self._settled() and self._all_read(), STABLE_LIMIT_S, None)
+                self._note("settled" if settled else "not settled", None)
+                report = self._report(stable_at, stable_generation, before, settled)
+            finally:
+                self._stop_producing.set()
+                for process in self.processes:
+                    process.kill()
+        return report
+
+    # ---- scenarios -------------------------------------------------------------------------------------
+
+    def _scenario(self) -> None:
+        if self.scenario == "rolling-bounce":
+            self._rolling_bounce()
+        elif self.scenario == "duplicate-instance":
+            self._duplicate_instance()
+        else:
+            self._crash()
+
+    def _rolling_bounce(self) -> None:
+        for index in range(self.members):
+            self._stop(index)
+            time.sleep(self.down_s)
+            self.current[index] = self._start(index)
+            time.sleep(self.interval_s)
+
+    def _crash(self) -> None:
+        self.current[0].kill()
+        self._note("crash", 0)
+        time.sleep(self.session_timeout_ms / 1000 + self.settle_s)
+        self.current[0] = self._start(0)
+
+    def _duplicate_instance(self) -> None:
+        duplicate = self._start(0)
+        self._note("duplicate", 0)
+        time.sleep(self.session_timeout_ms / 1000)
+        original, self.current[0] = self.current[0], duplicate
+        original.kill()  # fenced by now: a fenced consumer stops consuming, whatever it does after that
+
+    # ---- members and the producer -------------------------------------------------------------------------
+
+    def _library(self, index: int) -> str:
+        if self.clients == "mixed":
+            return ("kafka-python", "confluent")[index % 2]
+        return self.clients
+
+    def _instance(self, index: int) -> str | None:
+        static = self.membership == "static" or (self.membership == "mixed" and index % 2 == 0)
+        return f"{self.group}-{index}" if static else None
+
+    def _start(self, index: int) -> ConsumerProcess:
+        library = self._library(index)
+        process = ConsumerProcess(library, self.gateway.address, self.group, self.topic, self._instance(index),
+                                  session_timeout_ms=self.session_timeout_ms,
+                                  rebalance_timeout_ms=max(10_000, self.session_timeout_ms),
+                                  client_id=f"chaos-{library}-{index}")
+        self._member_of[id(process)] = index
+        self.processes.append(process)
+        self._note("start", index)
+        return process
+
+    def _stop(self, index: int) -> None:
+        self.current[index].stop()
+        self._note("stop", index)
+
+    def _produce(self) -> None:
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=10)
+        try:
+            while not self._stop_producing.wait(1 / RECORDS_PER_S):
+                producer.send(self.topic, str(self.produced).encode(), partition=self.produced % self.partitions)
+                self.produced += 1
+            producer.flush(30)
+        finally:
+            producer.close()
+
+    # ---- observing -------------------------------------------------------------------------------------
+
+    def _note(self, kind: str, member: int | None) -> None:
+        self.timeline.append({"at_ms": round((time.time() - self._t0) * 1000), "kind": kind, "member": member})
+
+    def _settled(self) -> bool:
+        assignments = [p.assignment() for p in self.current]
+        return all(a is not None for a in assignments) and \
+            sorted(q for a in assignments for q in a or []) == list(range(self.partitions))
+
+    def _all_read(self) -> bool:
+        return len(self._read()) >= self.produced
+
+    def _read(self) -> set[tuple[int, int]]:
+        return {record for process in self.processes for record in process.records()}
+
+    def _wait(self, condition: Callable[[], bool], limit_s: float, what: str | None) -> bool:
+        deadline = time.monotonic() + limit_s
+        while not condition():
+            if time.monotonic() > deadline:
+                if what is not None:
+                    raise TimeoutError(f"timed out after {limit_s:.0f} s waiting for {what}")
+                return False
+            time.sleep(0.1)
+        return True
+
+    def _changes(self, stable_at: float) -> Iterator[tuple[ConsumerProcess, dict[str, Any]]]:
+        for process in self.processes:
+            until = process.stop_requested or float("inf")
+            for event in list(process.events):
+                if event["event"] in ("assigned", "revoked") and stable_at < event["t"] < until:
+                    yield process, event
+
+    def _group(self) -> Any:
+        server = self.gateway.server
+        assert server is not None
+        return self.gateway.call(lambda: server.coordinator.engine.describe(self.group))  # type: ignore[attr-defined]
+
+    def _report(self, stable_at: float, stable_generation: int, before: Mapping[str, list[int] | None],
+                settled: bool) -> dict[str, Any]:
+        server = self.gateway.server
+        assert server is not None
+        counters: Counter[str] = self.gateway.call(lambda: Counter(server.gateway.counters))
+        latencies: dict[str, list[int]] = self.gateway.call(
+            lambda: {api: sorted(samples) for api, samples in server.gateway.latencies_ms.items()})
+        group = self._group()
+        revocations = [(p, e) for p, e in self._changes(stable_at) if e["event"] == "revoked" and e["partitions"]]
+        after = {p.instance_id or str(i): p.assignment() for i, p in enumerate(self.current)}
+        seen = [record for process in self.processes for record in process.records()]
+        for process, event in self._changes(stable_at):
+            self.timeline.append({"at_ms": round((event["t"] - self._t0) * 1000), "kind": event["event"],
+                                  "member": self._member_of[id(process)],
+                                  "partitions": event["partitions"]})
+        self.timeline.sort(key=lambda e: e["at_ms"])
+        errors: dict[str, dict[str, int]] = {}
+        for key, count in counters.items():
+            api, sep, code = key.partition("_error_")
+            if sep:
+                errors.setdefault(api, {})[code] = count
+        return {
+            "scenario": self.scenario, "clients": self.clients, "members": self.members,
+            "membership": self.membership, "engine": "local", "session_timeout_ms": self.session_timeout_ms,
+            # The coordinator's count: generations completed after the group first stood.
+            "rebalances": (group["generation_id"] - stable_generation) if group else None,
+            "revocations": len(revocations),
+            "assignment_changes": sum(1 for key, partitions in before.items() if after.get(key) != partitions),
+            "requests": counters["requests_coordinator"], "unanswered": counters["coordinator_timeouts"],
+            "errors": errors,
+            "latency_ms": {api: {"p50": s[len(s) // 2], "p99": s[min(len(s) - 1, len(s) * 99 // 100)], "max": s[-1]}
+                           for api, s in sorted(latencies.items()) if s},
+            "records_produced": self.produced, "records_read": len(set(seen)),
+            "records_processed_twice": sum(n - 1 for n in Counter(seen).values() if n > 1),
+            "final": {"settled": settled, "state": None if group is None else group["state"],
+                      "generation_id": None if group is None else group["generation_id"],
+                      "members": None if group is None else len(group["members"])},
+            "timeline": self.timeline,
+        }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flag that turns `coordinator chaos` to real clients."""
+    parser.add_argument("--clients", choices=CLIENTS,
+                        help="run the scenario with real consumer processes (kafka-python, librdkafka or both) "
+                             "through `coordinator gateway` and the in-process engine, in real time; scenarios "
+                             f"{', '.join(SCENARIOS)}; --set session_timeout_ms / down_ms / interval_ms")
+
+
+def main(args: argparse.Namespace) -> int:
+    """`coordinator chaos --clients ...`: 0 when the run completed, 2 for a run that cannot be, 1 if it failed."""
+    if args.engine != "sim":
+        print("coordinator chaos --clients: real clients run against the in-process engine only (no --engine)",
+              file=sys.stderr)
+        return 2
+    timings = {"session_timeout_ms": 6_000, "down_ms": 1_000, "interval_ms": 2_000}
+    for item in args.overrides:
+        key, sep, value = item.partition("=")
+        if not sep or key not in timings or not value.isdigit():
+            print(f"coordinator chaos --clients: --set {item!r}: expected one of {sorted(timings)}=N", file=sys.stderr)
+            return 2
+        timings[key] = int(value)
+    try:
+        chaos = RealChaos(args.bootstrap_servers or "", args.scenario, args.clients, args.members,
+                          membership=args.membership, session_timeout_ms=timings["session_timeout_ms"],
+                          down_ms=timings["down_ms"], interval_ms=timings["interval_ms"])
+    except ValueError as exc:
+        print(f"coordinator chaos --clients: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.bootstrap_servers:
+            report = chaos.run()
+        else:
+            with EmbeddedBroker() as broker:
+                chaos.bootstrap = broker.bootstrap_servers
+                report = chaos.run()
+    except (TimeoutError, OSError) as exc:
+        print(f"coordinator chaos --clients: the run failed: {exc}", file=sys.stderr)
+        return 1
+    text = json.dumps(report, indent=2)
+    if args.report:
+        Path(args.report).write_text(text + "\n", encoding="utf-8")
+    else:
+        print(text)
+    if args.plot:
+        from .plot import plot_real_clients_report
+
+        plot_real_clients_report(report, args.plot)
+    print(f"{report['scenario']} with {report['clients']} clients: {report['rebalances']} rebalances, "
+          f"{report['assignment_changes']} assignment changes, {report['unanswered']} unanswered, "
+          f"{report['records_processed_twice']} records read twice, final {report['final']}", file=sys.stderr)
+    return 0

@@ -1,0 +1,442 @@
+"""`coordinator groups`: list, describe and administer groups, the way `kafka-consumer-groups.sh` does.
+
+The views are Kafka's (ConsumerGroupCommand): `--list` prints the group ids (with `--state`, a STATE
+column); `--describe` prints, per group, the offsets view (GROUP TOPIC PARTITION CURRENT-OFFSET
+LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID), the members view (`--members`: GROUP CONSUMER-ID
+GROUP-INSTANCE-ID HOST CLIENT-ID #PARTITIONS, ASSIGNMENT with `--verbose`) or the state view
+(`--state`); `--remove-members --instance-ids a,b` removes static members (KIP-345, one LeaveGroup v5
+batch). A value that is not known is printed `-`, as Kafka does; `--json` prints the same data as JSON.
+
+Where the answers come from:
+- a running job (the default): DescribeGroups, OffsetFetch and LeaveGroup go to the request topic and
+  are answered on the response topic; the list comes from the compacted snapshot topic (no single
+  group's step can answer ListGroups); LOG-END-OFFSET and LAG from the broker;
+- a replay's output (`--snapshots FILE [--offsets-file FILE]`): the same engine functions over the final
+  snapshots and offsets (no log end offsets there, so LOG-END-OFFSET and LAG are `-`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from coordinator_state import (
+    Api,
+    described_group,
+    is_tombstone,
+    list_groups_body,
+    request_envelope,
+)
+from coordinator_state.consumer_protocol import from_base64
+from group_client import ProtocolError, decode_assignment
+
+MISSING = "-"  # what kafka-consumer-groups.sh prints for a value it does not know
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+# ------------------------------------------------------------------------------------------- the data
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetRow:
+    """One line of the offsets view: a partition the group owns or has an offset for."""
+
+    group: str
+    topic: str
+    partition: int
+    current_offset: int | None
+    log_end_offset: int | None
+    consumer_id: str | None
+    host: str | None
+    client_id: str | None
+
+    @property
+    def lag(self) -> int | None:
+        if self.current_offset is None or self.log_end_offset is None:
+            return None
+        return self.log_end_offset - self.current_offset
+
+
+@dataclass(frozen=True, slots=True)
+class MemberRow:
+    """One line of the members view."""
+
+    group: str
+    consumer_id: str
+    group_instance_id: str | None
+    host: str
+    client_id: str
+    assignment: tuple[tuple[str, int], ...]
+
+
+@dataclass(slots=True)
+class GroupView:
+    """What `--describe` shows of one group: its DescribeGroups entry, its offsets and log end offsets."""
+
+    described: dict[str, Any]
+    committed: dict[tuple[str, int], int] = field(default_factory=dict)
+    log_end: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    @property
+    def group(self) -> str:
+        return str(self.described["group_id"])
+
+    @property
+    def state(self) -> str:
+        return str(self.described["group_state"])
+
+    def members(self) -> list[MemberRow]:
+        return [MemberRow(self.group, m["member_id"], m.get("group_instance_id"), m["client_host"], m["client_id"],
+                          _partitions(m["member_assignment"]))
+                for m in self.described["members"]]
+
+    def offset_rows(self) -> list[OffsetRow]:
+        """Kafka's order: members with the most partitions first, each's partitions by number; then the
+        partitions with an offset that no member owns."""
+        rows = []
+        owned: set[tuple[str, int]] = set()
+        for member in sorted(self.members(), key=lambda m: -len(m.assignment)):
+            for topic, partition in sorted(member.assignment, key=lambda tp: (tp[1], tp[0])):
+                owned.add((topic, partition))
+                rows.append(self._row(topic, partition, member.consumer_id, member.host, member.client_id))
+        rows += [self._row(topic, partition, None, None, None)
+                 for topic, partition in sorted(self.committed) if (topic, partition) not in owned]
+        return rows
+
+    def _row(self, topic: str, partition: int, consumer: str | None, host: str | None,
+             client: str | None) -> OffsetRow:
+        key = (topic, partition)
+        return OffsetRow(self.group, topic, partition, self.committed.get(key), self.log_end.get(key), consumer, host,
+                         client)
+
+
+def _partitions(assignment_base64: str) -> tuple[tuple[str, int], ...]:
+    """A member's partitions from its consumer-protocol assignment; none if it is not one (another protocol)."""
+    try:
+        return tuple(sorted(decode_assignment(from_base64(assignment_base64)).partitions))
+    except ProtocolError:
+        return ()
+
+
+# ------------------------------------------------------------------------------------------- where from
+
+
+class Source(Protocol):
+    """Where the groups are read from: a running job, or a replay's output files."""
+
+    description: str
+
+    def list_groups(self, states: Sequence[str]) -> list[dict[str, Any]]:
+        """ListGroups v5 entries."""
+
+    def describe(self, group: str) -> GroupView:
+        """The group's DescribeGroups v5 entry, its committed offsets and (if known) log end offsets."""
+
+    def remove_members(self, group: str, instance_ids: Sequence[str]) -> dict[str, Any]:
+        """Sends a LeaveGroup v5 batch removing those static members; returns its response body."""
+
+
+class ReplayFiles:
+    """A replay's output: the final snapshots (and offsets) files (PROTOCOL.md 4a, OFFSETS_AND_LISTING.md 10)."""
+
+    def __init__(self, snapshots: Path, offsets: Path | None) -> None:
+        self.description = f"replay output {snapshots}"
+        self.snapshots = {s["group_id"]: s for s in _lines(snapshots) if not is_tombstone(s)}
+        self.offsets: dict[str, dict[tuple[str, int], int]] = {}
+        for line in _lines(offsets) if offsets is not None else []:
+            if not line.get("tombstone"):
+                self.offsets.setdefault(line["group_id"], {})[(line["topic"], line["partition"])] = int(
+                    line["committed_offset"])
+
+    def list_groups(self, states: Sequence[str]) -> list[dict[str, Any]]:
+        return list(list_groups_body(5, self.snapshots.values(), states)["groups"])
+
+    def describe(self, group: str) -> GroupView:
+        return GroupView(described_group(group, self.snapshots.get(group), 5, False), self.offsets.get(group, {}))
+
+    def remove_members(self, group: str, instance_ids: Sequence[str]) -> dict[str, Any]:
+        raise UsageError("--remove-members needs a running job, not a replay's output")
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+class RunningJob:
+    """The live job's topics: requests out, answers back on this process's reply_to."""
+
+    def __init__(self, settings: Mapping[str, Any], timeout_ms: int) -> None:
+        from group_client.kafka_transport import KafkaTransport
+
+        self.settings = settings
+        self.timeout_ms = timeout_ms
+        self.bootstrap = str(settings["bootstrap.servers"])
+        self.description = f"the job on {self.bootstrap}"
+        self.reply_to = f"coordinator-cli-{secrets.token_hex(6)}"
+        self.transport = KafkaTransport(self.bootstrap, client_id="coordinator-cli",
+                                        request_topic=str(settings["coordinator.requests.topic"]),
+                                        response_topic=str(settings["coordinator.responses.topic"]))
+        self._correlation_id = 0
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def ask(self, api: str, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        """Sends one request and waits for its answer; the answer's body."""
+        self._correlation_id += 1
+        correlation_id = self._correlation_id
+        self.transport.send(request_envelope(api, body, version=version, correlation_id=correlation_id,
+                                             client_id="coordinator-cli", reply_to=self.reply_to, timestamp_ms=None))
+        deadline = time.monotonic() + self.timeout_ms / 1000
+        while (left := deadline - time.monotonic()) > 0:
+            for response in self.transport.receive(self.reply_to, timeout_ms=int(left * 1000)):
+                if response.get("correlation_id") == correlation_id:
+                    return dict(response["body"])
+        raise TimeoutError(f"no answer to {api} from the job within {self.timeout_ms} ms (is it running?)")
+
+    def list_groups(self, states: Sequence[str]) -> list[dict[str, Any]]:
+        snapshots = self._read_compacted(str(self.settings["coordinator.snapshots.topic"]))
+        return list(list_groups_body(5, snapshots.values(), states)["groups"])
+
+    def describe(self, group: str) -> GroupView:
+        described = self.ask(Api.DESCRIBE_GROUPS, 5, {"groups": [group], "include_authorized_operations": False})
+        fetched = self.ask(Api.OFFSET_FETCH, 8, {"groups": [{"group_id": group, "topics": None}],
+                                                 "require_stable": False})
+        committed = {(t["name"], p["partition_index"]): int(p["committed_offset"])
+                     for t in fetched["groups"][0]["topics"] for p in t["partitions"] if p["committed_offset"] >= 0}
+        view = GroupView(described["groups"][0], committed)
+        topics = {topic for topic, _ in committed} | {topic for m in view.members() for topic, _ in m.assignment}
+        view.log_end = self._log_end_offsets(topics)
+        return view
+
+    def remove_members(self, group: str, instance_ids: Sequence[str]) -> dict[str, Any]:
+        members = [{"member_id": "", "group_instance_id": i, "reason": "removed by coordinator groups"}
+                   for i in instance_ids]
+        return self.ask(Api.LEAVE_GROUP, 5, {"group_id": group, "members": members})
+
+    def _read_compacted(self, topic: str) -> dict[str, dict[str, Any]]:
+        """The latest value of every key of a compacted topic (a tombstone removes the key)."""
+        from kafka import KafkaConsumer, TopicPartition
+
+        from streaming.kafka_source import log_end_offsets
+
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id="coordinator-cli",
+                                 enable_auto_commit=False, group_id=None)
+        try:
+            ends = log_end_offsets(consumer, topic)
+            latest: dict[str, dict[str, Any]] = {}
+            for partition, end in ends.items():
+                tp = TopicPartition(topic, int(partition))
+                consumer.assign([tp])
+                consumer.seek(tp, 0)
+                deadline = time.monotonic() + self.timeout_ms / 1000
+                while consumer.position(tp) < end:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"reading {topic} took longer than {self.timeout_ms} ms")
+                    for batch in consumer.poll(timeout_ms=500).values():
+                        for record in batch:
+                            key = record.key.decode("utf-8") if record.key is not None else ""
+                            if record.value is None:
+                                latest.pop(key, None)
+                            else:
+                                latest[key] = json.loads(record.value)
+            return latest
+        finally:
+            consumer.close()
+
+    def _log_end_offsets(self, topics: Iterable[str]) -> dict[tuple[str, int], int]:
+        from kafka import KafkaConsumer
+
+        from streaming.kafka_source import log_end_offsets
+
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id="coordinator-cli",
+                                 enable_auto_commit=False, group_id=None)
+        try:
+            existing = consumer.topics()  # a topic the broker does not have has no log end offset (-)
+            ends = {}
+            for topic in sorted(set(topics) & existing):
+                ends.update({(topic, int(p)): int(end) for p, end in log_end_offsets(consumer, topic).items()})
+            return ends
+        finally:
+            consumer.close()
+
+
+class UsageError(ValueError):
+    """A combination of options that cannot work; the message says which."""
+
+
+# ------------------------------------------------------------------------------------------- printing
+
+
+def _value(value: object) -> str:
+    return MISSING if value is None else str(value)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[object]], minimum: Sequence[int]) -> str:
+    """Left-aligned columns, each as wide as its widest value (at least `minimum`), as Kafka's printf does."""
+    cells = [[_value(c) for c in row] for row in rows]
+    widths = [max([minimum[i], len(header[i])] + [len(r[i]) for r in cells]) for i in range(len(header))]
+    lines = [" ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    lines += [" ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    return "\n".join(lines)
+
+
+def offsets_table(view: GroupView) -> str:
+    header = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
+              "CLIENT-ID"]
+    rows = [[r.group, r.topic, r.partition, r.current_offset, r.log_end_offset, r.lag, r.consumer_id, r.host,
+             r.client_id] for r in view.offset_rows()]
+    return _table(header, rows, [15, 15, 10, 15, 15, 15, 15, 15, 0])
+
+
+def members_table(view: GroupView, verbose: bool) -> str:
+    members = view.members()
+    static = any(m.group_instance_id for m in members)
+    header = ["GROUP", "CONSUMER-ID", *(["GROUP-INSTANCE-ID"] if static else []), "HOST", "CLIENT-ID", "#PARTITIONS",
+              *(["ASSIGNMENT"] if verbose else [])]
+    rows = []
+    for m in members:
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in m.assignment:
+            by_topic.setdefault(topic, []).append(partition)
+        assignment = ", ".join(sorted(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in by_topic.items()))
+        rows.append([m.group, m.consumer_id, *([m.group_instance_id or MISSING] if static else []), m.host,
+                     m.client_id, len(m.assignment), *([assignment or MISSING] if verbose else [])])
+    return _table(header, rows, [15, 15, *([17] if static else []), 15, 15, 15, *([0] if verbose else [])])
+
+
+def state_table(view: GroupView, coordinator: str) -> str:
+    described = view.described
+    strategy = described["protocol_data"] or ""
+    return _table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+                  [[view.group, coordinator, strategy, view.state, len(described["members"])]], [25, 25, 20, 15, 0])
+
+
+def view_json(view: GroupView) -> dict[str, Any]:
+    return {
+        "group": view.group,
+        "state": view.state,
+        "protocol_type": view.described["protocol_type"],
+        "assignment_strategy": view.described["protocol_data"],
+        "members": [{"consumer_id": m.consumer_id, "group_instance_id": m.group_instance_id, "host": m.host,
+                     "client_id": m.client_id, "partitions": [list(tp) for tp in m.assignment]}
+                    for m in view.members()],
+        "offsets": [{"topic": r.topic, "partition": r.partition, "current_offset": r.current_offset,
+                     "log_end_offset": r.log_end_offset, "lag": r.lag, "consumer_id": r.consumer_id,
+                     "host": r.host, "client_id": r.client_id} for r in view.offset_rows()],
+    }
+
+
+def _state_notice(view: GroupView) -> str | None:
+    """Kafka's notices on stderr before a describe (ConsumerGroupCommand.shouldPrintMemberState)."""
+    if view.state == "Dead":
+        return f"Consumer group '{view.group}' does not exist."
+    if view.state == "Empty":
+        return f"Consumer group '{view.group}' has no active members."
+    if view.state in ("PreparingRebalance", "CompletingRebalance"):
+        return f"Warning: Consumer group '{view.group}' is rebalancing."
+    return None
+
+
+# ------------------------------------------------------------------------------------------- the command
+
+
+def add_groups_arguments(parser: argparse.ArgumentParser) -> None:
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--list", action="store_true", help="list every group")
+    action.add_argument("--describe", action="store_true", help="describe --group G (offsets, members or state)")
+    action.add_argument("--remove-members", action="store_true",
+                        help="remove static members of --group G by --instance-ids (LeaveGroup v5, KIP-345)")
+    parser.add_argument("--group", metavar="G", help="the group (--describe, --remove-members)")
+    parser.add_argument("--offsets", action="store_true", help="--describe: the offsets view (the default)")
+    parser.add_argument("--members", action="store_true", help="--describe: the members view")
+    parser.add_argument("--verbose", action="store_true", help="--members: also each member's partitions")
+    parser.add_argument("--state", nargs="?", const="", default=None, metavar="S1,S2",
+                        help="--describe: the state view; --list: a STATE column, only groups in these states "
+                             "if given")
+    parser.add_argument("--instance-ids", metavar="A,B", help="--remove-members: the group.instance.ids to remove")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument("--snapshots", metavar="FILE.jsonl",
+                        help="read a replay's final snapshots instead of a running job")
+    parser.add_argument("--offsets-file", metavar="FILE.jsonl", help="with --snapshots: the replay's offsets file")
+    parser.add_argument("--bootstrap-servers", metavar="HOST:PORT", help="the job's Kafka (else bootstrap.servers)")
+    parser.add_argument("--timeout-ms", type=int, default=30000, metavar="N",
+                        help="how long to wait for the job's answers (default 30000)")
+
+
+def run_groups(args: argparse.Namespace, source: Source) -> int:
+    """The command over a source; returns the exit status."""
+    out, err = sys.stdout, sys.stderr
+    if args.list:
+        states = [s for s in (args.state or "").split(",") if s.strip()]
+        listed = source.list_groups(states)
+        if args.json:
+            print(json.dumps([{"group": g["group_id"], "state": g["group_state"], "type": g["group_type"],
+                               "protocol_type": g["protocol_type"]} for g in listed]), file=out)
+        elif args.state is not None:
+            print(_table(["GROUP", "STATE"], [[g["group_id"], g["group_state"]] for g in listed], [25, 20]), file=out)
+        else:
+            for g in listed:
+                print(g["group_id"], file=out)
+        return EXIT_OK
+    if args.group is None:
+        raise UsageError("--describe and --remove-members need --group")
+    if args.remove_members:
+        if not args.instance_ids:
+            raise UsageError("--remove-members needs --instance-ids a,b (static members' group.instance.id)")
+        body = source.remove_members(args.group, [i for i in args.instance_ids.split(",") if i])
+        results = [{"group_instance_id": m["group_instance_id"], "error": m["error"]} for m in body.get("members", [])]
+        if args.json:
+            print(json.dumps({"group": args.group, "error": body["error"], "members": results}), file=out)
+        else:
+            print(f"Removing members of group '{args.group}': {body['error']}", file=out)
+            for result in results:
+                print(f"  {result['group_instance_id']}: {result['error']}", file=out)
+        failed = body["error"] != "NONE" or any(r["error"] != "NONE" for r in results)
+        return EXIT_FAILED if failed else EXIT_OK
+    view = source.describe(args.group)
+    if args.json:
+        print(json.dumps(view_json(view)), file=out)
+        return EXIT_FAILED if view.state == "Dead" else EXIT_OK
+    notice = _state_notice(view)
+    if notice is not None:
+        print(notice, file=err)
+    if view.state == "Dead":
+        return EXIT_FAILED
+    sections = []
+    if args.state is not None:
+        sections.append(state_table(view, source.description))
+    if args.members:
+        sections.append(members_table(view, args.verbose))
+    if (args.offsets or not (args.members or args.state is not None)) and view.offset_rows():
+        sections.append(offsets_table(view))  # Kafka prints no offsets table for a group with no rows
+    print("\n\n".join(sections), file=out)
+    return EXIT_OK
+
+
+def groups_main(args: argparse.Namespace, settings: Mapping[str, Any]) -> int:
+    """`coordinator groups`: builds the source the options name, then runs the command over it."""
+    try:
+        if args.snapshots:
+            return run_groups(args, ReplayFiles(Path(args.snapshots),
+                                                Path(args.offsets_file) if args.offsets_file else None))
+        if args.offsets_file:
+            raise UsageError("--offsets-file goes with --snapshots (a replay's output)")
+        job = RunningJob(settings, args.timeout_ms)
+        try:
+            return run_groups(args, job)
+        finally:
+            job.close()
+    except UsageError as exc:
+        print(f"coordinator groups: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"coordinator groups: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return EXIT_FAILED

@@ -1,0 +1,30 @@
+"""Heartbeat (SEMANTICS.md section 7): a member of the current generation keeps its session."""
+
+from __future__ import annotations
+
+from ..errors import Error
+from ..group import Group
+from ..model import ClassicGroupState
+from ..requests import Heartbeat
+from ..responses import error_body
+
+# The answer to a valid member of the current generation, per state, and whether its session is
+# refreshed (rows 6-8). In Empty no member exists, so member validation has already failed.
+ANSWER_BY_STATE: dict[ClassicGroupState, tuple[Error, bool]] = {
+    ClassicGroupState.EMPTY: (Error.UNKNOWN_MEMBER_ID, False),
+    ClassicGroupState.PREPARING_REBALANCE: (Error.REBALANCE_IN_PROGRESS, True),
+    ClassicGroupState.COMPLETING_REBALANCE: (Error.NONE, True),
+    ClassicGroupState.STABLE: (Error.NONE, True),
+}
+
+
+def handle_heartbeat(group: Group, req: Heartbeat, t: int) -> None:
+    error = group.validate_member(req.member_id, req.group_instance_id)
+    if error is Error.NONE:
+        if req.generation_id != group.generation_id:
+            error = Error.ILLEGAL_GENERATION  # the session is not refreshed
+        else:
+            error, refresh = ANSWER_BY_STATE[group.state]
+            if refresh:
+                group.schedule_session(group.members[req.member_id], t)
+    group.answer(req.reply, t, error_body(error))

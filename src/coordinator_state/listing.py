@@ -1,0 +1,90 @@
+"""DescribeGroups and ListGroups answers, computed from group snapshots (docs/OFFSETS_AND_LISTING.md 4-5).
+
+Both answers need only what a group's snapshot (PROTOCOL.md section 4) carries, so the same functions
+serve `LocalCoordinator` (its groups' snapshots), the per-group step of the Spark job and a gateway
+that reads the snapshot topic: one rule, three callers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .errors import Error
+
+GROUP_TYPE = "classic"
+DEAD = "Dead"
+# No authorizer: every operation Kafka 4.x supports on a group is allowed (READ 3, DELETE 6, DESCRIBE 8,
+# DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11), as KafkaApis reports it, one bit per operation code.
+ALL_GROUP_OPERATIONS = sum(1 << code for code in (3, 6, 8, 10, 11))
+# DescribeGroupsResponse's default: "authorized operations not requested".
+OPERATIONS_NOT_REQUESTED = -(2**31)
+
+Snapshot = Mapping[str, Any]
+
+
+def _top(version: int, throttle_from: int) -> dict[str, Any]:
+    body: dict[str, Any] = {"error_code": int(Error.NONE), "error": Error.NONE.name}
+    if version >= throttle_from:
+        body["throttle_time_ms"] = 0
+    return body
+
+
+def described_group(group_id: str, snapshot: Snapshot | None, version: int,
+                    include_authorized_operations: bool) -> dict[str, Any]:
+    """One DescribeGroups entry (GroupMetadataManager.describeGroups): a missing group reads as Dead, no error."""
+    entry: dict[str, Any] = {"error_code": int(Error.NONE), "error": Error.NONE.name, "group_id": group_id}
+    if snapshot is None:
+        entry.update(group_state=DEAD, protocol_type="", protocol_data="", members=[])
+    else:
+        stable = snapshot["state"] == "Stable"
+        entry.update(
+            group_state=snapshot["state"],
+            protocol_type=snapshot["protocol_type"] or "",
+            protocol_data=(snapshot["protocol_name"] or "") if stable else "",
+            members=[_member(m, version, stable) for m in snapshot["members"]],
+        )
+    if version >= 3:
+        entry["authorized_operations"] = (ALL_GROUP_OPERATIONS if include_authorized_operations
+                                          else OPERATIONS_NOT_REQUESTED)
+    return entry
+
+
+def _member(member: Mapping[str, Any], version: int, stable: bool) -> dict[str, Any]:
+    """ClassicGroupMember.describe in Stable; describeNoMetadata (assignment, no metadata) otherwise."""
+    out: dict[str, Any] = {"member_id": member["member_id"]}
+    if version >= 4:
+        out["group_instance_id"] = member["group_instance_id"]
+    out["client_id"] = member["client_id"]
+    out["client_host"] = member["client_host"]
+    out["member_metadata"] = (member["subscription"] or "") if stable else ""
+    out["member_assignment"] = member["assignment"]
+    return out
+
+
+def describe_groups_body(version: int, described: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A DescribeGroups response body holding the given entries."""
+    return {**_top(version, throttle_from=1), "groups": list(described)}
+
+
+def list_groups_body(version: int, snapshots: Iterable[Snapshot], states_filter: Sequence[str] = (),
+                     types_filter: Sequence[str] = ()) -> dict[str, Any]:
+    """A ListGroups response body (GroupMetadataManager.listGroups): every group passing both filters, by id.
+
+    States match case-insensitively after trimming (ClassicGroup.isInStates); types case-insensitively
+    without trimming (Group.GroupType.parse), and every group here is "classic".
+    """
+    states = {s.strip().lower() for s in states_filter} if states_filter else None
+    if types_filter and GROUP_TYPE not in {t.lower() for t in types_filter}:
+        listed: list[Snapshot] = []
+    else:
+        listed = [s for s in snapshots if states is None or s["state"].lower() in states]
+    groups = []
+    for snapshot in sorted(listed, key=lambda s: str(s["group_id"])):
+        entry: dict[str, Any] = {"group_id": snapshot["group_id"], "protocol_type": snapshot["protocol_type"] or ""}
+        if version >= 4:
+            entry["group_state"] = snapshot["state"]
+        if version >= 5:
+            entry["group_type"] = GROUP_TYPE
+        groups.append(entry)
+    return {**_top(version, throttle_from=1), "groups": groups}

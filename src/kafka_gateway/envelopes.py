@@ -1,0 +1,139 @@
+"""The eight group APIs between Kafka's wire structs and the coordinator's envelopes (PROTOCOL.md 2, 3, 8).
+
+A request body is the decoded request in the envelope's naming (`codec.message_to_body`). Most requests
+become one envelope. OffsetFetch v8+ and DescribeGroups may name several groups, while an envelope holds
+exactly one (section 8): `split_request` makes one body per group, and `merge_answers` puts the answers
+back together in the request's order. A part the coordinator did not answer in time, or answered with a
+bare error (an invalid request has only `error_code`), is answered with that error where the API carries
+its errors (per group, per partition), so the client sees the error instead of an empty success.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from kafka.protocol.api_key import ApiKey
+
+from .apis import GROUP_APIS
+
+COORDINATOR_NOT_AVAILABLE: Final = 15
+API_NAMES: Final[dict[ApiKey, str]] = {api_key: api_key.name for api_key in GROUP_APIS}
+
+
+def is_split_by_group(api_key: ApiKey, version: int) -> bool:
+    """True for the requests that may name several groups: DescribeGroups, OffsetFetch v8+."""
+    return api_key == ApiKey.DescribeGroups or (api_key == ApiKey.OffsetFetch and version >= 8)
+
+
+def split_request(api_key: ApiKey, version: int, body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One envelope body per group the request names (none for a DescribeGroups of no group)."""
+    if not is_split_by_group(api_key, version):
+        return [dict(body)]
+    return [{**body, "groups": [group]} for group in body.get("groups") or []]
+
+
+def envelope(
+    api_key: ApiKey,
+    version: int,
+    correlation_id: int,
+    client_id: str | None,
+    client_host: str,
+    reply_to: str,
+    timestamp_ms: int,
+    body: Mapping[str, Any],
+) -> dict[str, Any]:
+    """A request envelope (PROTOCOL.md section 2)."""
+    return {
+        "api": API_NAMES[api_key],
+        "version": version,
+        "correlation_id": correlation_id,
+        "client_id": "" if client_id is None else client_id,
+        "client_host": client_host,
+        "reply_to": reply_to,
+        "timestamp_ms": timestamp_ms,
+        "body": dict(body),
+    }
+
+
+def envelope_group_id(request: Mapping[str, Any]) -> str | None:
+    """The group a request envelope is about (its request-topic key), None for ListGroups."""
+    body = request.get("body")
+    if not isinstance(body, Mapping):
+        return None
+    if isinstance(body.get("group_id"), str):
+        return str(body["group_id"])
+    groups = body.get("groups")
+    if isinstance(groups, list) and groups:
+        first = groups[0]
+        if isinstance(first, str):
+            return first
+        if isinstance(first, Mapping) and isinstance(first.get("group_id"), str):
+            return str(first["group_id"])
+    return None
+
+
+def merge_answers(
+    api_key: ApiKey,
+    version: int,
+    parts: Sequence[Mapping[str, Any]],
+    answers: Sequence[Mapping[str, Any] | None],
+) -> dict[str, Any]:
+    """The response body for the whole request: `answers[i]` answers `parts[i]`, None when it never came."""
+    if not is_split_by_group(api_key, version):
+        (part,), (answer,) = parts, answers
+        if answer is None:
+            return error_answer(api_key, version, part, COORDINATOR_NOT_AVAILABLE)
+        return _complete(api_key, version, part, answer)
+    groups: list[Any] = []
+    for part, answer in zip(parts, answers, strict=True):
+        if answer is None:
+            answer = error_answer(api_key, version, part, COORDINATOR_NOT_AVAILABLE)
+        else:
+            answer = _complete(api_key, version, part, answer)
+        groups += answer["groups"]
+    return {"groups": groups}
+
+
+def _complete(api_key: ApiKey, version: int, part: Mapping[str, Any], answer: Mapping[str, Any]) -> dict[str, Any]:
+    """An answer as it is, or, when it is a bare error where the API reports errors per group or per
+    partition, that error spread over the request's groups or partitions."""
+    carrier = _error_carrier(api_key, version)
+    if carrier is not None and carrier not in answer:
+        return error_answer(api_key, version, part, int(answer.get("error_code", COORDINATOR_NOT_AVAILABLE)))
+    return dict(answer)
+
+
+def _error_carrier(api_key: ApiKey, version: int) -> str | None:
+    """The field that holds per-group or per-partition errors, for the APIs that have one."""
+    if api_key == ApiKey.OffsetCommit:
+        return "topics"
+    if api_key == ApiKey.OffsetFetch:
+        return "groups" if version >= 8 else "topics"
+    if api_key == ApiKey.DescribeGroups:
+        return "groups"
+    return None
+
+
+def error_answer(api_key: ApiKey, version: int, part: Mapping[str, Any], error_code: int) -> dict[str, Any]:
+    """The answer to one request part that carries `error_code` wherever this API reports errors."""
+    if api_key == ApiKey.OffsetCommit:
+        return {"topics": [
+            {"name": topic.get("name"),
+             "partitions": [{"partition_index": partition.get("partition_index"), "error_code": error_code}
+                            for partition in topic.get("partitions") or []]}
+            for topic in part.get("topics") or []]}
+    if api_key == ApiKey.OffsetFetch and version >= 8:
+        return {"groups": [{"group_id": group.get("group_id"), "error_code": error_code, "topics": []}
+                           for group in part.get("groups") or []]}
+    if api_key == ApiKey.OffsetFetch:
+        # v0-1 report coordinator errors per partition, v2+ at the top.
+        topics = [] if version >= 2 else [
+            {"name": topic.get("name"),
+             "partitions": [{"partition_index": index, "committed_offset": -1, "metadata": "",
+                             "error_code": error_code} for index in topic.get("partition_indexes") or []]}
+            for topic in part.get("topics") or []]
+        return {"error_code": error_code, "topics": topics}
+    if api_key == ApiKey.DescribeGroups:
+        return {"groups": [{"group_id": group_id, "error_code": error_code} for group_id in part.get("groups") or []]}
+    return {"error_code": error_code}

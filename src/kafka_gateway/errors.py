@@ -1,0 +1,23 @@
+"""The gateway's errors: each closes one client connection, with a log line, and nothing else."""
+
+from __future__ import annotations
+
+
+class GatewayError(Exception):
+    """A problem confined to one client connection."""
+
+
+class MalformedFrame(GatewayError):
+    """A frame whose size, header or body cannot be trusted."""
+
+
+class UnsupportedRequest(GatewayError):
+    """A well-formed request for an API or version the gateway does not serve."""
+
+
+class UpstreamError(GatewayError):
+    """The upstream broker broke the protocol or went away while the connection relied on it."""
+
+
+class Overloaded(GatewayError):
+    """A client queued more requests behind a muted channel than the gateway holds for one connection."""

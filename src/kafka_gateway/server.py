@@ -1,0 +1,207 @@
+"""The asyncio shell around `Gateway`: sockets, the wall clock, the upstream broker and the coordinator.
+
+It only moves bytes and answers: a client's bytes go to `Gateway.receive`, the upstream's to
+`receive_upstream`, the coordinator's answers to `receive_answers`, and a timer calls `expire`; the
+actions that come back are carried out here. Each client connection has its own upstream connection,
+opened on its first proxied request, so the upstream answers it in order. Any failure while serving one
+connection closes that connection, with a log line, and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .coordinators import Coordinator
+from .gateway import Action, CloseClient, Gateway, ToClient, ToCoordinator, ToUpstream
+
+log = logging.getLogger(__name__)
+READ_BYTES = 65536
+UPSTREAM_READ_BYTES = 1 << 20  # Fetch answers are large: fewer, larger reads
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(eq=False)
+class _Session:
+    """One client connection and, once needed, its upstream connection."""
+
+    id: int
+    peer: str
+    writer: asyncio.StreamWriter
+    upstream_writer: asyncio.StreamWriter | None = None
+    upstream_pending: list[bytes] = field(default_factory=list)
+    upstream_task: asyncio.Task[None] | None = None
+    closed: bool = False
+
+
+class GatewayServer:
+    """Serves one `Gateway` on a listening socket until `stop`."""
+
+    def __init__(self, gateway: Gateway, coordinator: Coordinator, upstream: tuple[str, int],
+                 clock_ms: Callable[[], int] = wall_clock_ms, status_interval_s: float = 10.0,
+                 idle_timeout_s: float = 600.0) -> None:
+        self.gateway = gateway
+        self.coordinator = coordinator
+        self.upstream = upstream
+        self.clock_ms = clock_ms
+        self.status_interval_s = status_interval_s
+        self.idle_timeout_s = idle_timeout_s
+        self._sessions: dict[int, _Session] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._timer_wakeup = asyncio.Event()
+        self._server: asyncio.Server | None = None
+        self.crashes = 0
+
+    async def start(self, server: asyncio.Server | None = None) -> None:
+        """Starts the coordinator, the timer and the status line; serves `server`'s connections (created
+        with `client_connected` as its callback)."""
+        await self.coordinator.start(self._on_answers)
+        self._server = server
+        self._spawn(self._timer(), "gateway-timer")
+        if self.status_interval_s > 0:
+            self._spawn(self._status(), "gateway-status")
+
+    async def stop(self) -> None:
+        """Stops accepting, closes every connection, stops the coordinator."""
+        if self._server is not None:
+            self._server.close()
+        for session in list(self._sessions.values()):
+            self._close(session, "gateway shutting down")
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.coordinator.stop()
+        log.info("gateway stopped: %s", self.status_line())
+
+    def status_line(self) -> str:
+        counters = self.gateway.counters
+        closes = sum(v for k, v in counters.items() if k.startswith("closed_"))
+        return (f"connections={self.gateway.connections} opened={counters['connections_opened']} "
+                f"frames={counters['frames']} proxied={counters['requests_proxied']} "
+                f"local={counters['requests_local']} group={counters['requests_coordinator']} "
+                f"in_flight={self.gateway.in_flight} timeouts={counters['coordinator_timeouts']} "
+                f"late_dropped={counters['late_answers_dropped']} bad_connections_closed={closes} "
+                f"crashes={self.crashes} {self.coordinator.status()}")
+
+    # ---- client connections ----------------------------------------------------------------------------
+
+    async def client_connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
+        session = _Session(self.gateway.open(host), host, writer)
+        self._sessions[session.id] = session
+        try:
+            while not session.closed:
+                data = await asyncio.wait_for(reader.read(READ_BYTES), self.idle_timeout_s)
+                if not data:
+                    break
+                self._perform(self.gateway.receive(session.id, data, self.clock_ms()))
+                await writer.drain()
+                if session.upstream_writer is not None:
+                    await session.upstream_writer.drain()
+        except (ConnectionError, TimeoutError, OSError) as exc:
+            log.debug("connection %d from %s: %r", session.id, host, exc)
+        except Exception:
+            # The last barrier: a bug met by one connection's bytes closes that connection only.
+            self.crashes += 1
+            log.exception("connection %d from %s failed; closing it", session.id, host)
+        finally:
+            self._close(session, None)
+
+    def _close(self, session: _Session, reason: str | None) -> None:
+        if session.closed:
+            return
+        session.closed = True
+        if reason is not None:
+            log.warning("closing connection %d from %s: %s", session.id, session.peer, reason)
+        self.gateway.close(session.id)
+        self._sessions.pop(session.id, None)
+        session.writer.close()
+        if session.upstream_writer is not None:
+            session.upstream_writer.close()
+        if session.upstream_task is not None:
+            session.upstream_task.cancel()
+
+    def _perform(self, actions: Iterable[Action]) -> None:
+        for action in actions:
+            if isinstance(action, ToClient):
+                session = self._sessions.get(action.connection)
+                if session is not None and not session.closed:
+                    session.writer.write(action.data)
+            elif isinstance(action, ToUpstream):
+                session = self._sessions.get(action.connection)
+                if session is not None and not session.closed:
+                    self._send_upstream(session, action.data)
+            elif isinstance(action, ToCoordinator):
+                self.coordinator.submit(action.envelope)
+                self._timer_wakeup.set()  # a new deadline
+            elif isinstance(action, CloseClient):
+                session = self._sessions.get(action.connection)
+                if session is not None:
+                    self._close(session, action.reason)
+
+    # ---- upstream connections --------------------------------------------------------------------------
+
+    def _send_upstream(self, session: _Session, data: bytes) -> None:
+        if session.upstream_writer is not None:
+            session.upstream_writer.write(data)
+            return
+        session.upstream_pending.append(data)
+        if session.upstream_task is None:
+            session.upstream_task = self._spawn(self._upstream(session), f"upstream-{session.id}")
+
+    async def _upstream(self, session: _Session) -> None:
+        reason = "closed by the upstream broker"
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(*self.upstream, limit=UPSTREAM_READ_BYTES), 10)
+            session.upstream_writer = writer
+            writer.write(b"".join(session.upstream_pending))
+            session.upstream_pending.clear()
+            while not session.closed:
+                data = await reader.read(UPSTREAM_READ_BYTES)
+                if not data:
+                    break
+                self._perform(self.gateway.receive_upstream(session.id, data, self.clock_ms()))
+                await session.writer.drain()  # a slow client holds back its upstream, no one else
+        except (ConnectionError, TimeoutError, OSError) as exc:
+            reason = repr(exc)
+        except Exception:
+            self.crashes += 1
+            log.exception("upstream of connection %d failed; closing the connection", session.id)
+            reason = "gateway error"
+        if not session.closed:
+            self._perform(self.gateway.upstream_closed(session.id, reason))
+
+    # ---- the coordinator, the timer, the status line -----------------------------------------------------
+
+    def _on_answers(self, answers: list[dict[str, Any]]) -> None:
+        self._perform(self.gateway.receive_answers(answers, self.clock_ms()))
+
+    async def _timer(self) -> None:
+        while True:
+            deadline = self.gateway.next_deadline()
+            wait_s = 1.0 if deadline is None else max(0.0, (deadline - self.clock_ms()) / 1000)
+            self._timer_wakeup.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._timer_wakeup.wait(), min(wait_s, 1.0))
+            self._perform(self.gateway.expire(self.clock_ms()))
+
+    async def _status(self) -> None:
+        while True:
+            await asyncio.sleep(self.status_interval_s)
+            log.info("gateway: %s", self.status_line())
+
+    def _spawn(self, coroutine: Any, name: str) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coroutine, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task

@@ -1,0 +1,135 @@
+"""The error boundary is atomic: a handler that raises after changing its group leaves the group as it was.
+
+The fault is injected into the real handler (it runs, changes the group, then raises), the way Spark's
+own tests kill a UDF mid-way; the request is answered UNKNOWN_SERVER_ERROR and nothing it changed stays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from coordinator_state import Api, LocalCoordinator, encode_group
+from coordinator_state.handlers import HANDLERS
+from coordinator_state.requests import Request
+
+from .harness import Env
+from .test_properties import CLIENTS, CONFIG, STATIC, Clients, check_invariants, walks
+
+FAULTY = "faulty"
+
+
+class InjectedFault(RuntimeError):
+    pass
+
+
+@pytest.fixture
+def fault_after_handler(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every handler runs as usual, then raises for a request whose reply_to is FAULTY."""
+    for api, handler in list(HANDLERS.items()):
+        monkeypatch.setitem(HANDLERS, api, _failing_after(handler))
+    yield
+
+
+def _failing_after(handler: Callable[[Any, Any, int], None]) -> Callable[[Any, Request, int], None]:
+    def run(group: Any, request: Request, t: int) -> None:
+        handler(group, request, t)
+        if request.reply.reply_to == FAULTY:
+            raise InjectedFault(f"after {request.reply.api}")
+    return run
+
+
+@pytest.mark.usefixtures("fault_after_handler")
+@pytest.mark.parametrize("kind", ["leader rejoin", "new member", "leave", "heartbeat", "sync", "static replacement",
+                                  "pending member joins"])
+def test_a_failed_handler_leaves_the_group_exactly_as_before(kind: str) -> None:
+    env = Env()
+    if kind == "sync":  # CompletingRebalance, b's SyncGroup parked: the leader's would complete everyone's
+        keys = {c: env.join(c, version=3) for c in ("a", "b")}
+        env.sleep(10_000)
+        ids = {c: env.body(key)["member_id"] for c, key in keys.items()}
+        leader = next(c for c, m in ids.items() if m == env.describe()["leader"])
+        follower = "b" if leader == "a" else "a"
+        env.sync(follower, ids[follower], 1, version=3)
+    else:
+        ids = env.stable_group(["a", "b", "c"], static=kind == "static replacement")
+        leader = next(c for c, m in ids.items() if m == env.describe()["leader"])
+        if kind == "pending member joins":
+            ids["d"] = env.body(env.join("d"))["member_id"]  # MEMBER_ID_REQUIRED: d is a pending id
+    before = encode_group(env.coord.groups["g"])
+    answered = len(env.responses)
+
+    def send(reply_to: str | None = None) -> tuple[str, int]:
+        if kind == "leader rejoin":  # starts a rebalance
+            return env.join(leader, ids[leader], version=3, reply_to=reply_to)
+        if kind == "new member":  # adds a member, starts a rebalance
+            return env.join("d", version=3, reply_to=reply_to)
+        if kind == "leave":  # removes two members, starts a rebalance
+            return env.leave("a", [(ids["a"], None), (ids["b"], None)], reply_to=reply_to)
+        if kind == "heartbeat":  # moves a session deadline
+            return env.heartbeat("a", ids["a"], 1, reply_to=reply_to)
+        if kind == "static replacement":  # a new member id in a's place (join order kept), no rebalance
+            return env.join("a", instance="i-a", reply_to=reply_to)
+        if kind == "pending member joins":  # the pending id becomes a member, a rebalance starts
+            return env.join("d", ids["d"], reply_to=reply_to)
+        assignments = {m: f"assignment-{c}" for c, m in ids.items()}
+        return env.sync(leader, ids[leader], 1, assignments=assignments, version=3, reply_to=reply_to)
+
+    assert env.error(send(FAULTY)) == "UNKNOWN_SERVER_ERROR"
+    assert encode_group(env.coord.groups["g"]) == before
+    assert [r["reply_to"] for r in env.responses[answered:]] == [FAULTY], "nothing else was decided"
+    send()  # the same request, not faulted, does change the group: the test above could fail
+    assert encode_group(env.coord.groups["g"]) != before
+
+
+@pytest.mark.usefixtures("fault_after_handler")
+@settings(max_examples=60, deadline=None)
+@given(walks, STATIC, st.sets(st.integers(0, 120), min_size=1, max_size=12))
+def test_any_request_that_fails_leaves_the_group_as_before(steps: list[tuple[Any, ...]], static: dict[str, bool],
+                                                           faulty: set[int]) -> None:
+    """Random clients; a few requests fail after their handler ran; the group never keeps their changes."""
+    coordinator = LocalCoordinator(CONFIG)
+    clients = Clients(static)
+    generation = 0
+    last_group = None
+    for number, step in enumerate(steps):
+        request = clients.request(step)
+        if request is None:
+            clients.learn(coordinator.advance_to(clients.now))
+            continue
+        if number in faulty:
+            request = {**request, "reply_to": FAULTY}
+            group = coordinator.groups.get("g")
+            if group is not None:  # what handle does first: the group's clock, its due timers
+                group.fire_due(max(request["timestamp_ms"], group.clock))
+            before = None if group is None else encode_group(group)
+            out = coordinator.handle(request)
+            mine = [r for r in out if r["reply_to"] == FAULTY]
+            after = coordinator.groups.get("g")
+            if mine[0]["body"]["error"] == "UNKNOWN_SERVER_ERROR" and before is not None:
+                assert after is not None and encode_group(after) == before
+            clients.learn([r for r in out if r["reply_to"] != FAULTY])
+        else:
+            clients.learn(coordinator.handle(request))
+        group = coordinator.groups.get("g")
+        if group is not last_group:  # removed, or removed and created again: a new generation sequence
+            generation, last_group = 0, group
+        generation = 0 if group is None else check_invariants(group, generation)
+    assert set(clients.member_id) == set(CLIENTS)
+
+
+def test_a_failed_request_that_created_its_group_leaves_it_created_and_empty(fault_after_handler: None) -> None:
+    env = Env()
+    key = env.join("a", version=3, reply_to=FAULTY)
+    assert env.error(key) == "UNKNOWN_SERVER_ERROR"
+    snapshot = env.describe()
+    assert (snapshot["state"], snapshot["members"], snapshot["version"]) == ("Empty", [], 1)
+
+
+def test_the_handlers_table_covers_every_api() -> None:
+    # ListGroups belongs to no group: LocalCoordinator answers it from every group's snapshot.
+    assert set(HANDLERS) == set(Api) - {Api.LIST_GROUPS}

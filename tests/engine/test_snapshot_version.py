@@ -1,0 +1,70 @@
+"""PROTOCOL.md section 4: a snapshot's `version` grows exactly when the snapshot changed.
+
+"Changed" means any field other than `timestamp_ms` and `version`. Checked at every event (each request
+and each timer that fires) over random client scripts: the version moves by one when the snapshot's
+content differs from the one after the previous event (or the group is removed: a tombstone), and stays
+when it does not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+
+from coordinator_state.group import Group
+
+from .harness import Env
+from .test_properties import STATIC, play, walks
+
+
+def content(group: Group) -> dict[str, Any]:
+    snapshot = group.snapshot()
+    del snapshot["timestamp_ms"], snapshot["version"]
+    return snapshot
+
+
+@settings(max_examples=120, deadline=None)
+@given(walks, STATIC)
+def test_the_version_grows_exactly_when_the_snapshot_changed(steps: list[tuple[Any, ...]],
+                                                            static: dict[str, bool]) -> None:
+    seen: dict[int, tuple[dict[str, Any], int]] = {}
+    checked = []
+    original = Group.end_event
+
+    def end_event(group: Group, t: int) -> None:
+        before = seen.get(id(group))
+        if before is None:  # the group as created (version 1), or as decoded
+            before = (content(group), group.version) if group.version > 1 else (_created(group), 1)
+        original(group, t)
+        now = (content(group), group.version)
+        changed = now[0] != before[0] or group.removed  # a removed group's snapshot is its tombstone
+        assert now[1] == before[1] + changed, (before, now)
+        seen[id(group)] = now
+        checked.append(changed)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Group, "end_event", end_event)
+        play(steps, static)
+    assert checked  # the walk had events
+
+
+def _created(group: Group) -> dict[str, Any]:
+    fresh = Group.create(group.group_id, group.created_ms, group.config)
+    return content(fresh)
+
+
+def test_a_rejoin_that_changes_only_protocols_the_snapshot_does_not_show_is_no_change() -> None:
+    """PreparingRebalance keeps the selected protocol: another protocol added beside it is not in the snapshot."""
+    env = Env()
+    ids = env.stable_group(["a", "b", "c"])
+    leader = next(c for c, m in ids.items() if m == env.describe()["leader"])
+    follower = next(c for c in ids if c != leader)
+    env.join(leader, ids[leader])
+    before = env.describe()
+    env.join(follower, ids[follower], protocols=[("range", f"{follower}-range"), ("roundrobin", "other")])
+    after = env.describe()
+    assert after["state"] == "PreparingRebalance" and after["version"] == before["version"]
+    env.join(follower, ids[follower], protocols=[("range", "changed")])
+    assert env.describe()["version"] == before["version"] + 1  # its subscription changed: a change
