@@ -535,7 +535,7 @@ def spark_bench_main(args: argparse.Namespace, settings: Mapping[str, Any]) -> d
 def replay_figures(args: argparse.Namespace, settings: Mapping[str, Any], progress: ProgressLog) -> dict[str, Any]:
     from .spark_session import build_session
 
-    rounds = 3
+    rounds = int(args.rounds)
     figures: dict[str, Any] = {}
     with _stage(f"generating {args.groups} groups x {args.members} members, {rounds} heartbeat rounds"):
         traffic = generate(args.groups, args.members, rounds, int(settings["coordinator.lateness.ms"]),
