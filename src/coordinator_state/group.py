@@ -104,8 +104,8 @@ class Group:
 
     def begin(self) -> None:
         """Starts recording before-images: a request is about to be applied."""
-        self.journal = Journal(self.__dict__.copy(), dict(self.protocol_counts), len(self.out),
-                               len(self.offset_changes), self.timers.next_seq)
+        self.journal = Journal(self.__dict__.copy(), dict(self.protocol_counts), len(self.out), self.timers.next_seq,
+                               len(self.offset_changes))
         self.timers.journal = self.journal
 
     def commit(self) -> None:
@@ -121,11 +121,11 @@ class Group:
         for member, fields in reversed(journal.members):
             member.restore(fields)
         # Every attribute back to the value (for containers: the object) it had; the containers' contents
-        # were restored above, except those that are not journaled entry by entry.
+        # were restored above, except these that are not journaled entry by entry.
         self.__dict__.update(journal.attributes)
         self.protocol_counts = journal.protocol_counts
         del self.out[journal.out_length:]
-        del self.offset_changes[journal.offset_changes_length:]
+        del self.offset_changes[journal.changes_length:]
         self.timers.next_seq = journal.timer_seq
         self.timers.rebuild_heap()
 

@@ -78,8 +78,7 @@ def handle_in_group(
         group.fire_due(now)  # timers due at or before the request fire first (SEMANTICS.md T2)
         if group.out:
             responses = group.drain()
-        if group.offset_changes:
-            offset_changes += group.drain_offset_changes()
+        offset_changes += group.drain_offset_changes()
         if group.removed:
             group = None
     error = _precheck(req, config)
@@ -105,8 +104,7 @@ def handle_in_group(
     group.commit()
     if group.out:
         responses += group.drain()
-    if group.offset_changes:
-        offset_changes += group.drain_offset_changes()
+    offset_changes += group.drain_offset_changes()
     return (None if group.removed else group), responses
 
 

@@ -26,15 +26,15 @@ CLEARED: Any = object()  # "the whole dict was cleared": its before-image is a c
 class Journal:
     """The before-images of one request's changes, newest last."""
 
-    __slots__ = ("attributes", "entries", "members", "offset_changes_length", "out_length", "protocol_counts",
-                 "reorder", "timer_seq")
+    __slots__ = ("attributes", "changes_length", "entries", "members", "out_length", "protocol_counts", "reorder",
+                 "timer_seq")
 
     def __init__(self, attributes: dict[str, Any], protocol_counts: dict[str, int], out_length: int,
-                 offset_changes_length: int, timer_seq: int) -> None:
+                 timer_seq: int, changes_length: int = 0) -> None:
         self.attributes = attributes  # the group's __dict__ at the start
         self.protocol_counts = protocol_counts  # a copy: small, so not journaled entry by entry
-        self.out_length = out_length  # responses and offset changes only grow during a request
-        self.offset_changes_length = offset_changes_length
+        self.out_length = out_length  # the answers and the offset changes the request appended go
+        self.changes_length = changes_length
         self.timer_seq = timer_seq
         self.entries: list[tuple[dict[Any, Any], Any, Any]] = []  # (dict, key or CLEARED, old value or copy)
         self.members: list[tuple[Any, tuple[Any, ...]]] = []  # (member, its mutable fields before)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import binascii
 import json
 import re
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import orjson
@@ -120,14 +119,12 @@ class CommitPartition(NamedTuple):
     committed_metadata: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class CommitTopic:
+class CommitTopic(NamedTuple):
     name: str
     partitions: tuple[CommitPartition, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetCommit:
+class OffsetCommit(NamedTuple):
     reply: Reply
     timestamp_ms: int
     group_id: str
@@ -138,14 +135,12 @@ class OffsetCommit:
     topics: tuple[CommitTopic, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class FetchTopic:
+class FetchTopic(NamedTuple):
     name: str
     partition_indexes: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetFetch:
+class OffsetFetch(NamedTuple):
     """One group's OffsetFetch: v0-7 as they are, v8+ with their one `groups` entry (PROTOCOL.md 8)."""
 
     reply: Reply
@@ -154,8 +149,7 @@ class OffsetFetch:
     topics: tuple[FetchTopic, ...] | None  # None: every committed offset
 
 
-@dataclass(frozen=True, slots=True)
-class DescribeGroups:
+class DescribeGroups(NamedTuple):
     """DescribeGroups of its one group (PROTOCOL.md 8)."""
 
     reply: Reply
@@ -164,8 +158,7 @@ class DescribeGroups:
     include_authorized_operations: bool
 
 
-@dataclass(frozen=True, slots=True)
-class ListGroups:
+class ListGroups(NamedTuple):
     """ListGroups: belongs to no group, so it is not a `Request` routed by group id."""
 
     reply: Reply

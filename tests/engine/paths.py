@@ -3,9 +3,9 @@
 `LocalCoordinator` keeps every group in memory. `StoredStateCoordinator` is the Spark job's path without
 Spark: each group lives only as the bytes `run_group` returns (encoded after every call, decoded before
 the next), and its timers run as the job's event-time timeouts do: a group's timeout is its next
-deadline minus one, and the group is called when the watermark is past it. ListGroups, which no single
-group's step can answer, is answered from every group's state, as a gateway answers it from the
-snapshot topic.
+deadline minus one, and the group is called when the watermark is past it. ListGroups, which no group's
+step can answer, is answered from every group's state, the way a gateway answers it from the snapshot
+topic, after calling each group whose timers are due by the request's time.
 """
 
 from __future__ import annotations
@@ -47,30 +47,34 @@ class StoredStateCoordinator:
             response = invalid_response(parsed)
             return [] if response is None else [response]
         if isinstance(parsed, ListGroups):
-            t = max(parsed.timestamp_ms, self.watermark)
-            responses = self._fire_until(t)
-            snapshots = [decode_group(state, self.config).snapshot() for state in self.states.values()]
-            body = list_groups_body(parsed.reply.version, snapshots, parsed.states_filter, parsed.types_filter)
-            return [*responses, envelope(parsed.reply, None, t, body)]
-        return self._call(parsed.group_id, [parsed], self.watermark)
+            return self._list_groups(parsed)
+        return self._call(parsed.group_id, [parsed])
 
-    def advance_to(self, ts_ms: int) -> list[dict[str, Any]]:
-        self.watermark = max(self.watermark, ts_ms)
-        return self._fire_until(self.watermark)
-
-    def _fire_until(self, watermark: int) -> list[dict[str, Any]]:
-        """Every group whose timeout `watermark` has passed is called, earliest timeout first."""
+    def _list_groups(self, req: ListGroups) -> list[dict[str, Any]]:
+        t = max(req.timestamp_ms, self.watermark)
         responses: list[dict[str, Any]] = []
         for group_id in sorted(self.timeouts, key=lambda g: (self.timeouts[g], g)):
-            if watermark > self.timeouts[group_id]:
-                responses += self._call(group_id, [], watermark)
+            if t > self.timeouts[group_id]:
+                responses += self._call(group_id, [], watermark=t)
+        snapshots = [decode_group(state, self.config).snapshot() for state in self.states.values()]
+        body = list_groups_body(req.reply.version, snapshots, req.states_filter, req.types_filter)
+        return [*responses, envelope(req.reply, None, t, body)]
+
+    def advance_to(self, ts_ms: int) -> list[dict[str, Any]]:
+        """Every group whose timeout the watermark has passed is called, earliest timeout first."""
+        self.watermark = max(self.watermark, ts_ms)
+        responses: list[dict[str, Any]] = []
+        for group_id in sorted(self.timeouts, key=lambda g: (self.timeouts[g], g)):
+            if self.watermark > self.timeouts[group_id]:
+                responses += self._call(group_id, [])
         return responses
 
     def describe(self, group_id: str) -> dict[str, Any] | None:
         state = self.states.get(group_id)
         return None if state is None else decode_group(state, self.config).snapshot()
 
-    def _call(self, group_id: str, requests: list[Any], watermark: int) -> list[dict[str, Any]]:
+    def _call(self, group_id: str, requests: list[Any], watermark: int | None = None) -> list[dict[str, Any]]:
+        watermark = self.watermark if watermark is None else watermark
         outcome = run_group(self.states.get(group_id), watermark, requests, self.config)
         self.counters["late_requests"] += outcome.late_requests
         self.timeouts.pop(group_id, None)

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.kafka
 
 def run_chaos(kafka_bootstrap: str, tmp_path: Path, *argv: str) -> dict[str, object]:
     report = tmp_path / "report.json"
-    command = [sys.executable, "-m", "streaming.cli", "chaos", "--bootstrap-servers", kafka_bootstrap,
+    command = [sys.executable, "-m", "coordinator_cli", "chaos", "--bootstrap-servers", kafka_bootstrap,
                "--report", str(report), "--plot", str(tmp_path / "timeline.png"), *argv]
     result = subprocess.run(command, capture_output=True, text=True, timeout=240,
                             env={**os.environ, "PYTHONPATH": os.pathsep.join(["src", "."])})

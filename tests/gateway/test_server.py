@@ -166,7 +166,7 @@ def test_a_consumer_and_a_producer_without_a_group_go_through_the_gateway(kafka_
 def test_the_gateway_command_serves_and_stops_cleanly_on_sigterm(kafka_bootstrap: str) -> None:
     port = free_loopback_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "streaming.cli", "gateway", "--listen", f"127.0.0.1:{port}", "--bootstrap-servers",
+        [sys.executable, "-m", "coordinator_cli", "gateway", "--listen", f"127.0.0.1:{port}", "--bootstrap-servers",
          kafka_bootstrap, "--engine", "local", "--status-interval", "0.5"],
         stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(["src", "."])})
     try:

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 from pyspark.sql import SparkSession
-from streaming.runner import TickWriter, ensure_topics, start_query
 
 from chaos_harness.real_consumer import ConsumerProcess
 from kafka_gateway.runner import BackgroundGateway, GatewayOptions, host_port
 from streaming.broker import create_topics
+from streaming.live_job import LiveJob, ensure_topics
 from streaming.settings import load_settings
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -47,11 +47,11 @@ def test_real_static_consumers_through_the_gateway_and_the_streaming_job(
     producer.flush(30)
     producer.close()
 
-    ticks = TickWriter(settings).start()
-    query = start_query(spark, settings, tmp_path / "checkpoint")
+    job = LiveJob(spark, settings, tmp_path / "checkpoint")
+    job.start()
     consumers: list[ConsumerProcess] = []
     try:
-        wait_until(lambda: query.lastProgress is not None, 180, "the job's first micro-batch")
+        job.wait_ready(180)
         options = GatewayOptions(listen=("127.0.0.1", 0), upstream=host_port(kafka_bootstrap), engine="topics",
                                  settings=settings, status_interval_s=0)
         with BackgroundGateway(options) as gateway:
@@ -95,5 +95,4 @@ def test_real_static_consumers_through_the_gateway_and_the_streaming_job(
     finally:
         for consumer in consumers:
             consumer.kill()
-        query.stop()
-        ticks.stop()
+        job.close()
