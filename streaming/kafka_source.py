@@ -26,9 +26,9 @@ import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pyarrow as pa
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.partitioner.default import DefaultPartitioner
 from pyspark.sql import Row, SparkSession
@@ -56,6 +56,7 @@ READ_SCHEMA = "key binary, value binary, topic string, partition int, offset lon
 Offsets = dict[str, int]
 """Next offset to read per partition id (as a string: the checkpoint stores offsets as JSON)."""
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _STARTING_OFFSETS = ("earliest", "latest")
 
 
@@ -178,41 +179,13 @@ class KafkaOffsetRange(InputPartition):
     poll_timeout_ms: int
 
 
-# Python workers are reused across tasks: each keeps one consumer and one producer per broker, so a micro-batch
-# does not pay for connecting, fetching metadata and (for the idempotent producer) a producer id every time.
-_CONSUMERS: dict[str, KafkaConsumer] = {}
-_PRODUCERS: dict[str, KafkaProducer] = {}
-
-
-def _cached_consumer(bootstrap_servers: str) -> KafkaConsumer:
-    consumer = _CONSUMERS.get(bootstrap_servers)
-    if consumer is None:
-        consumer = _CONSUMERS[bootstrap_servers] = _consumer(bootstrap_servers, f"{SOURCE_NAME}-reader")
-    return consumer
-
-
-def _drop_consumer(bootstrap_servers: str) -> None:
-    consumer = _CONSUMERS.pop(bootstrap_servers, None)
-    if consumer is not None:
-        consumer.close()
-
-
-READ_ARROW_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
-                               ("partition", pa.int32()), ("offset", pa.int64()),
-                               ("timestamp", pa.timestamp("us", tz="UTC"))])
-
-
-def read_offset_range(part: KafkaOffsetRange) -> Iterator[pa.RecordBatch]:
-    """Yield record batches of READ_SCHEMA for exactly the records in ``part``'s range, in offset order."""
-    consumer = _cached_consumer(part.bootstrap_servers)
+def read_offset_range(part: KafkaOffsetRange) -> Iterator[tuple[Any, ...]]:
+    """Yield rows of READ_SCHEMA for exactly the records in ``part``'s range, in offset order."""
+    consumer = _consumer(part.bootstrap_servers, f"{SOURCE_NAME}-reader")
     try:
         tp = TopicPartition(part.topic, part.partition)
         consumer.assign([tp])
         consumer.seek(tp, part.start)
-        keys: list[bytes | None] = []
-        values: list[bytes | None] = []
-        offsets: list[int] = []
-        stamps: list[int | None] = []
         deadline = time.monotonic() + part.poll_timeout_ms / 1000
         while consumer.position(tp) < part.end:
             records = consumer.poll(timeout_ms=200).get(tp, [])
@@ -226,18 +199,10 @@ def read_offset_range(part: KafkaOffsetRange) -> Iterator[pa.RecordBatch]:
             for rec in records:
                 if rec.offset >= part.end:
                     break
-                keys.append(rec.key)
-                values.append(rec.value)
-                offsets.append(rec.offset)
-                stamps.append(rec.timestamp * 1000 if rec.timestamp >= 0 else None)
-    except BaseException:
-        _drop_consumer(part.bootstrap_servers)
-        raise
-    n = len(offsets)
-    yield pa.RecordBatch.from_arrays([
-        pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array([part.topic] * n, pa.string()),
-        pa.array([part.partition] * n, pa.int32()), pa.array(offsets, pa.int64()),
-        pa.array(stamps, pa.timestamp("us", tz="UTC"))], schema=READ_ARROW_SCHEMA)
+                ts = _EPOCH + timedelta(milliseconds=rec.timestamp) if rec.timestamp >= 0 else None
+                yield (rec.key, rec.value, part.topic, part.partition, rec.offset, ts)
+    finally:
+        consumer.close()
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -318,8 +283,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if end[p] > start.get(p, 0)
         ]
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Read one offset range on an executor with its worker's consumer."""
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        """Read one offset range on an executor with its own short-lived consumer."""
         assert isinstance(partition, KafkaOffsetRange)
         return read_offset_range(partition)
 
@@ -360,15 +325,13 @@ def _as_bytes(value: bytes | bytearray | str | None) -> bytes | None:
 
 def produce_rows(bootstrap_servers: str, rows: Iterator[Row]) -> KafkaCommitMessage:
     """Send every row, wait until Kafka acknowledged all of them (acks=all), raise on any failure."""
-    producer = _PRODUCERS.get(bootstrap_servers)
-    if producer is None:
-        producer = _PRODUCERS[bootstrap_servers] = KafkaProducer(
-            bootstrap_servers=bootstrap_servers,
-            client_id=f"{SOURCE_NAME}-writer",
-            acks="all",
-            enable_idempotence=True,
-            partitioner=DefaultPartitioner(),
-        )
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap_servers,
+        client_id=f"{SOURCE_NAME}-writer",
+        acks="all",
+        enable_idempotence=True,
+        partitioner=DefaultPartitioner(),
+    )
     try:
         futures = []
         for row in rows:
@@ -382,10 +345,8 @@ def produce_rows(bootstrap_servers: str, rows: Iterator[Row]) -> KafkaCommitMess
         for future in futures:
             future.get()  # re-raises the send error so Spark fails and retries the task
         return KafkaCommitMessage(records=len(futures))
-    except BaseException:
-        _PRODUCERS.pop(bootstrap_servers, None)
-        producer.close(timeout=5)
-        raise
+    finally:
+        producer.close()
 
 
 class KafkaStreamWriter(DataSourceStreamWriter):
