@@ -13,11 +13,13 @@ import json
 import struct
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coordinator_state import SIMULATION_EPOCH_MS as EPOCH_MS
 from coordinator_state import Api, LocalCoordinator, request_envelope
+
+from .bench_spark import add_spark_bench_arguments, spark_bench_main
 
 META = base64.b64encode(b"consumer-metadata").decode()
 CONFIG = {"group.initial.rebalance.delay.ms": 3000}
@@ -166,18 +168,24 @@ def _sizes(text: str) -> list[int]:
 
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine", choices=["local"], default="local",
-                        help="which engine to measure (local: the pure-Python engine alone)")
-    parser.add_argument("--groups", type=int, default=10_000, help="Stable groups for the heartbeat figure")
-    parser.add_argument("--members", type=int, default=10, help="members per group for the heartbeat figure")
+    parser.add_argument("--engine", choices=["local", "spark", "both"], default="local",
+                        help="local: the pure-Python engine alone; spark: the streaming job (replay and live paths); "
+                             "both: the streaming job and the local engine on the same traffic, and their ratio")
+    parser.add_argument("--groups", type=int, default=10_000, help="groups (local: Stable groups for the heartbeats)")
+    parser.add_argument("--members", type=int, default=10, help="members per group")
     parser.add_argument("--rounds", type=int, default=3, help="heartbeats (and commits) per member")
     parser.add_argument("--partitions", type=int, default=6, help="partitions each member commits per OffsetCommit")
     parser.add_argument("--join-members", type=_sizes, default=[1000, 10_000], metavar="N[,N...]",
                         help="members in each measured join round (default 1000,10000)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON line on stdout")
+    add_spark_bench_arguments(parser)
 
 
-def bench_main(args: argparse.Namespace) -> int:
+def bench_main(args: argparse.Namespace, settings: Mapping[str, Any]) -> int:
+    if args.engine != "local":
+        spark_figures = spark_bench_main(args, settings)
+        print(json.dumps(spark_figures) if args.json else json.dumps(spark_figures, indent=2))
+        return 0
     print(f"building {args.groups} Stable groups x {args.members} members...", file=sys.stderr)
     figures: dict[str, Any] = {"engine": args.engine, "clock": "process_time"}
     figures.update(bench_heartbeats(args.groups, args.members, args.rounds))

@@ -9,11 +9,12 @@ batch, with the final watermark, so every timer due by then fires, as the local 
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
@@ -25,6 +26,23 @@ SOURCE_NAME = "coordinator_file"
 SCHEMA = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
 
 
+# SCHEMA in Arrow's types, as Spark converts it (a record batch of another schema is refused).
+ARROW_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
+                          ("partition", pa.int32()), ("offset", pa.int64()),
+                          ("timestamp", pa.timestamp("us", tz="UTC"))])
+ARROW_BATCH_ROWS = 10_000
+SCAN_CHUNK_BYTES = 8 * 1024 * 1024
+
+
+def records_batch(values: list[bytes], first_offset: int) -> pa.RecordBatch:
+    """Lines as one Arrow record batch of SCHEMA: Spark takes it as it is, with no conversion row by row."""
+    n = len(values)
+    return pa.RecordBatch.from_arrays([
+        pa.nulls(n, pa.binary()), pa.array(values, pa.binary()), pa.array([SOURCE_NAME] * n, pa.string()),
+        pa.array([0] * n, pa.int32()), pa.array(range(first_offset, first_offset + n), pa.int64()),
+        pa.nulls(n, pa.timestamp("us", tz="UTC"))], schema=ARROW_SCHEMA)
+
+
 def split_lines(data: bytes) -> list[bytes]:
     """The records of a traffic file: one per line; a final newline ends the last line, it adds none."""
     lines = data.split(b"\n")
@@ -33,10 +51,32 @@ def split_lines(data: bytes) -> list[bytes]:
     return [line.removesuffix(b"\r") for line in lines]
 
 
-def end_of_input_tick(lines: Sequence[bytes]) -> bytes | None:
-    """A Tick at the largest event time among the valid records, or None if there is none."""
-    times = [p.timestamp_ms for p in map(parse_raw, lines) if not isinstance(p, Invalid)]
-    return to_json({"api": "Tick", "timestamp_ms": max(times)}).encode() if times else None
+def scan_traffic(path: str) -> tuple[array[int], bytes | None]:
+    """Where each line starts (and one past the end of the last line), and the end-of-input tick: a Tick at
+    the largest event time among the valid records (None if there is none). Reads the file in chunks, so a
+    file larger than memory replays: only the line starts (8 bytes a line) are kept."""
+    starts = array("q", [0])
+    high: int | None = None
+    pending = b""
+    with open(path, "rb") as fh:
+        while chunk := fh.read(SCAN_CHUNK_BYTES):
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+            for line in lines:
+                starts.append(starts[-1] + len(line) + 1)
+                high = _latest(high, line.removesuffix(b"\r"))
+    if pending:
+        starts.append(starts[-1] + len(pending) + 1)
+        high = _latest(high, pending.removesuffix(b"\r"))
+    tick = None if high is None else to_json({"api": "Tick", "timestamp_ms": high}).encode()
+    return starts, tick
+
+
+def _latest(high: int | None, line: bytes) -> int | None:
+    parsed = parse_raw(line)
+    if isinstance(parsed, Invalid):
+        return high
+    return parsed.timestamp_ms if high is None else max(high, parsed.timestamp_ms)
 
 
 @dataclass(frozen=True)
@@ -54,14 +94,8 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, path: str, max_records: int | None) -> None:
         self.path = path
         self.max_records = max_records
-        data = Path(path).read_bytes()
-        lines = split_lines(data)
-        # Byte offset where each line starts, and one past the end of the last line.
-        self.line_starts = [0]
-        for line in data.split(b"\n")[:len(lines)]:
-            self.line_starts.append(self.line_starts[-1] + len(line) + 1)
-        self.lines = len(lines)
-        self.tick = end_of_input_tick(lines)
+        self.line_starts, self.tick = scan_traffic(path)
+        self.lines = len(self.line_starts) - 1
         self.total = self.lines + (self.tick is not None)
 
     def initialOffset(self) -> dict[str, int]:
@@ -88,17 +122,16 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         return [LineRange(self.path, first, self.line_starts[first], self.line_starts[max(last, first)], tick)]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, LineRange)
         with open(partition.path, "rb") as fh:
             fh.seek(partition.byte_start)
             data = fh.read(partition.byte_end - partition.byte_start)
-        offset = partition.first_line
-        for line in split_lines(data):
-            yield (None, line, SOURCE_NAME, 0, offset, None)
-            offset += 1
+        lines = split_lines(data)
         if partition.tick is not None:
-            yield (None, partition.tick, SOURCE_NAME, 0, offset, None)
+            lines.append(partition.tick)
+        for start in range(0, len(lines), ARROW_BATCH_ROWS):
+            yield records_batch(lines[start:start + ARROW_BATCH_ROWS], partition.first_line + start)
 
 
 class FileDataSource(DataSource):

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from coordinator_state import OffsetChange, ReplayDriver, to_json
 from coordinator_state import tombstone as tombstone_record
@@ -60,48 +60,85 @@ def replay_local(lines: Sequence[bytes], settings: Mapping[str, Any], progress: 
     return result
 
 
-def replay_spark(path: Path, settings: Mapping[str, Any], records_per_batch: int | None,
-                 checkpoint: Path | None, master: str | None) -> ReplayResult:
-    """The production query over the file, with a fresh checkpoint unless one is given."""
+@dataclass
+class SparkReplayOutput:
+    """What a Spark replay wrote to its files, and the figures about it."""
+
+    responses: int = 0
+    dead_letters: int = 0
+    snapshots: dict[str, str] = field(default_factory=dict)  # group id -> final snapshot or tombstone line
+    offsets: dict[str, str] = field(default_factory=dict)  # GROUP/TOPIC/PARTITION -> final value or tombstone
+    late_requests: int = 0
+
+
+def replay_spark_to_files(path: Path, settings: Mapping[str, Any], records_per_batch: int | None,
+                          checkpoint: Path | None, master: str | None, responses: BinaryIO,
+                          dead_letters: BinaryIO | None) -> SparkReplayOutput:
+    """The production query over the file, with a fresh checkpoint unless one is given, in bounded memory.
+
+    Each micro-batch's output goes to Parquet files written by the executors (a batch Spark runs again
+    after a failure overwrites its first attempt); at the end they are read back batch by batch, a
+    record batch at a time, into `responses` and `dead_letters`. Only each group's final snapshot and each
+    committed offset's final line are held in memory.
+    """
+    import pyarrow.parquet as pq
+
     from .job import build_pipeline
     from .spark_session import build_session
 
     spark = build_session(settings, master, app_name="coordinator-replay")
-    batches: dict[int, list[tuple[str, str | None, str | None]]] = {}
-
-    def collect(frame: Any, batch_id: int) -> None:
-        # Keyed by batch id: a batch Spark runs again after a failure replaces its first attempt.
-        batches[batch_id] = [(row.topic, row.key, row.value) for row in frame.collect()]
-
     records = spark.readStream.format("coordinator_file").option("path", str(path))
     if records_per_batch:
         records = records.option("maxRecordsPerBatch", str(records_per_batch))
     late_requests = spark.sparkContext.accumulator(0)
     output = build_pipeline(records.load(), settings, live=False, source="file", late_requests=late_requests)
-    with tempfile.TemporaryDirectory(prefix="replay-checkpoint-") as fresh:
-        location = str(checkpoint) if checkpoint is not None else fresh
-        query = (output.writeStream.foreachBatch(collect).option("checkpointLocation", location)
+    result = SparkReplayOutput()
+    responses_topic = settings["coordinator.responses.topic"]
+    dead_letters_topic = settings["coordinator.dead.letters.topic"]
+    offsets_topic = settings["coordinator.offsets.topic"]
+    with tempfile.TemporaryDirectory(prefix="replay-") as scratch:
+        spool = Path(scratch) / "batches"
+
+        def spill(frame: Any, batch_id: int) -> None:
+            frame.write.mode("overwrite").parquet(str(spool / f"{batch_id:012d}"))
+
+        location = str(checkpoint) if checkpoint is not None else str(Path(scratch) / "checkpoint")
+        query = (output.writeStream.foreachBatch(spill).option("checkpointLocation", location)
                  .trigger(availableNow=True).start())
         query.awaitTermination()
-    result = ReplayResult()
-    topics = {settings[k]: k for k in ("coordinator.responses.topic", "coordinator.snapshots.topic",
-                                        "coordinator.dead.letters.topic", "coordinator.offsets.topic")}
-    for batch_id in sorted(batches):
-        for topic, key, value in batches[batch_id]:
-            kind = topics[topic]
-            if kind == "coordinator.responses.topic":
-                result.responses.append(str(value))
-            elif kind == "coordinator.dead.letters.topic":
-                result.dead_letters.append(str(value))
-            elif kind == "coordinator.offsets.topic":
-                assert key is not None
-                result.offsets[key] = offset_tombstone(key) if value is None else str(value)
-            else:
-                assert key is not None
-                result.snapshots[key] = tombstone(key) if value is None else str(value)
-    result.counts["dead_letters"] = len(result.dead_letters)
-    result.counts["late_requests"] = late_requests.value
+        for batch in sorted(spool.iterdir()) if spool.exists() else []:
+            for part in sorted(batch.glob("*.parquet")):
+                for chunk in pq.ParquetFile(part).iter_batches(columns=["topic", "key", "value"]):
+                    for topic, key, value in zip(*(chunk.column(i).to_pylist() for i in range(3)), strict=True):
+                        if topic == responses_topic:
+                            responses.write(value.encode() + b"\n")
+                            result.responses += 1
+                        elif topic == dead_letters_topic:
+                            if dead_letters is not None:
+                                dead_letters.write(value.encode() + b"\n")
+                            result.dead_letters += 1
+                        elif topic == offsets_topic:
+                            result.offsets[key] = offset_tombstone(key) if value is None else str(value)
+                        else:
+                            result.snapshots[key] = tombstone(key) if value is None else str(value)
+    result.late_requests = int(late_requests.value)
     result.offsets = dict(sorted(result.offsets.items()))
+    return result
+
+
+def replay_spark(path: Path, settings: Mapping[str, Any], records_per_batch: int | None,
+                 checkpoint: Path | None, master: str | None) -> ReplayResult:
+    """`replay_spark_to_files`, read back into memory: for tests and small files."""
+    with tempfile.TemporaryFile() as responses, tempfile.TemporaryFile() as dead_letters:
+        written = replay_spark_to_files(path, settings, records_per_batch, checkpoint, master, responses,
+                                        dead_letters)
+        result = ReplayResult(snapshots=written.snapshots, offsets=written.offsets)
+        responses.seek(0)
+        result.responses = [line.decode().removesuffix("\n") for line in responses]
+        dead_letters.seek(0)
+        result.dead_letters = [line.decode().removesuffix("\n") for line in dead_letters]
+    result.counts["dead_letters"] = len(result.dead_letters)
+    result.counts["late_requests"] = written.late_requests
     return result
 
 

@@ -13,6 +13,7 @@ import json
 import shutil
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -136,28 +137,61 @@ def cmd_broker(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _replay_spark(args: argparse.Namespace, settings: dict[str, Any]) -> int:
+    """The Spark replay in bounded memory: the input is read by ranges, the responses written as they come."""
+    from streaming.replay import replay_spark_to_files, write_lines
+
+    if problems := check_prerequisites():
+        print("cannot run Spark:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return EXIT_FAILED
+    source = Path(args.input)
+    try:
+        with source.open("rb") as fh:
+            records = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+    except OSError as exc:
+        print(f"cannot read {args.input}: {exc.strerror}", file=sys.stderr)
+        return EXIT_FAILED
+    started = time.monotonic()
+    with Path(args.output).open("wb") as responses, tempfile.TemporaryFile() as letters:
+        written = replay_spark_to_files(source, settings, args.records_per_batch,
+                                        Path(args.checkpoint) if args.checkpoint else None, args.master,
+                                        responses, letters)
+        letters.seek(0)
+        with contextlib.ExitStack() as stack:
+            copy = stack.enter_context(Path(args.dead_letters).open("wb")) if args.dead_letters else None
+            for line in letters:
+                letter = json.loads(line)
+                print(f"{letter['source']}: {letter['reason']}", file=sys.stderr)  # bad lines are reported
+                if copy is not None:
+                    copy.write(line)
+    if args.snapshots:
+        write_lines(Path(args.snapshots), [written.snapshots[g] for g in sorted(written.snapshots)])
+    if args.offsets:
+        write_lines(Path(args.offsets), list(written.offsets.values()))
+    print(json.dumps({"engine": args.engine, "records": records, "responses": written.responses,
+                      "groups": len(written.snapshots), "bad_lines": written.dead_letters,
+                      "seconds": round(time.monotonic() - started, 3)}))
+    return EXIT_OK
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
-    from streaming.replay import read_traffic, replay_local, replay_spark, report_bad_lines, write_result
+    from streaming.replay import read_traffic, replay_local, report_bad_lines, write_result
 
     settings = _load(args)
+    if args.engine == "spark":
+        return _replay_spark(args, settings)
     try:
         lines = read_traffic(Path(args.input))
     except OSError as exc:
         print(f"cannot read {args.input}: {exc.strerror}", file=sys.stderr)
         return EXIT_FAILED
     started = time.monotonic()
-    if args.engine == "local":
-        def progress(done: int, total: int) -> None:
-            print(f"\r{done}/{total} records", end="", file=sys.stderr, flush=True)
 
-        result = replay_local(lines, settings, progress)
-        print(file=sys.stderr)
-    else:
-        if problems := check_prerequisites():
-            print("cannot run Spark:\n  " + "\n  ".join(problems), file=sys.stderr)
-            return EXIT_FAILED
-        result = replay_spark(Path(args.input), settings, args.records_per_batch,
-                              Path(args.checkpoint) if args.checkpoint else None, args.master)
+    def progress(done: int, total: int) -> None:
+        print(f"\r{done}/{total} records", end="", file=sys.stderr, flush=True)
+
+    result = replay_local(lines, settings, progress)
+    print(file=sys.stderr)
     report_bad_lines(result)
     write_result(result, Path(args.output), Path(args.snapshots) if args.snapshots else None,
                  Path(args.dead_letters) if args.dead_letters else None, Path(args.offsets) if args.offsets else None)
@@ -188,7 +222,7 @@ def cmd_groups(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from streaming.bench import bench_main
 
-    return bench_main(args)
+    return bench_main(args, _load(args))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -281,6 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="measure the engine's speed",
                                 description="Prints progress on stderr and the figures as the last line of stdout.")
     add_bench_arguments(bench)
+    _settings_arguments(bench)
     bench.set_defaults(handler=cmd_bench)
 
     chaos = commands.add_parser("chaos", help="bounce, crash and restart simulated clients; report rebalances",
