@@ -25,17 +25,12 @@ from kafka.protocol.consumer import group as consumer_group
 from kafka.protocol.metadata import api_versions, find_coordinator, metadata
 from kafka.protocol.producer import produce
 
-# The coordinator's APIs and the versions the contract supports (PROTOCOL.md 2 and 8).
+from coordinator_state import SUPPORTED_VERSIONS
+
+# The coordinator's APIs at the versions the contract supports (PROTOCOL.md 2 and 8): the engine's own table,
+# whose API names are Kafka's.
 GROUP_APIS: Final[dict[ApiKey, tuple[int, int]]] = {
-    ApiKey.JoinGroup: (0, 9),
-    ApiKey.SyncGroup: (0, 5),
-    ApiKey.Heartbeat: (0, 4),
-    ApiKey.LeaveGroup: (0, 5),
-    ApiKey.OffsetCommit: (0, 9),
-    ApiKey.OffsetFetch: (0, 9),
-    ApiKey.DescribeGroups: (0, 5),
-    ApiKey.ListGroups: (0, 5),
-}
+    ApiKey[api]: versions for api, versions in SUPPORTED_VERSIONS.items()}
 
 # Client-facing APIs forwarded to the upstream broker as they are. Their answers carry no broker address.
 PROXIED_APIS: Final[frozenset[ApiKey]] = frozenset({
