@@ -1,4 +1,7 @@
-"""The engine is sans-I/O: it imports with Spark, Kafka, pandas and randomness blocked, and reads no clock."""
+"""The engine is sans-I/O: it imports with Spark, Kafka, pandas and randomness blocked, and reads no clock.
+
+orjson is blocked too: it only speeds up reading records, and the engine must run on the standard library alone
+(the shared conformance runner imports it from whatever environment it runs in)."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "coordinator_state"
-BLOCKED = ["pyspark", "kafka", "pandas", "pyarrow", "numpy", "random", "secrets", "socket"]
+BLOCKED = ["pyspark", "kafka", "pandas", "pyarrow", "numpy", "random", "secrets", "socket", "orjson"]
 
 
 def test_engine_imports_and_runs_with_io_modules_blocked() -> None:
@@ -16,7 +19,8 @@ def test_engine_imports_and_runs_with_io_modules_blocked() -> None:
         "import sys\n"
         f"for name in {BLOCKED!r}: sys.modules[name] = None\n"
         f"sys.path.insert(0, {str(PACKAGE.parent)!r})\n"
-        "from coordinator_state import LocalCoordinator\n"
+        "from coordinator_state import LocalCoordinator, decode_record\n"
+        "assert decode_record(b'{\"a\": [1, 2]}') == {'a': [1, 2]}\n"
         "c = LocalCoordinator({})\n"
         "r = c.handle({'api': 'Heartbeat', 'correlation_id': 1, 'reply_to': 'a', 'timestamp_ms': 5,"
         " 'body': {'group_id': 'g', 'generation_id': 1, 'member_id': 'm'}})\n"
