@@ -116,7 +116,8 @@ def _title(report: Mapping[str, Any]) -> str:
 
 # event kind of a real-clients report (chaos_harness.real_chaos) -> (colour, marker)
 REAL_CLIENT_MARKERS = {"start": ("g", "^"), "stop": ("k", "v"), "crash": ("r", "X"), "duplicate": ("m", "D"),
-                       "revoked": ("r", "|"), "assigned": ("b", "|")}
+                       "rebalanced without": ("r", "o"), "fenced": ("m", "x"), "revoked": ("r", "|"),
+                       "assigned": ("b", "|")}
 
 
 def plot_real_clients_report(report: Mapping[str, Any], path: str | Path) -> None:
@@ -132,7 +133,8 @@ def plot_real_clients_report(report: Mapping[str, Any], path: str | Path) -> Non
             axes.scatter([x for x, _ in points], [y for _, y in points], c=colour, marker=marker, label=kind, s=60)
     axes.set_xlabel("seconds")
     axes.set_ylabel("member")
-    axes.set_title(f"{report['scenario']} with {report['clients']} clients: {report['rebalances']} rebalances")
+    axes.set_title(f"{report['scenario']} with {report['clients']} clients, engine {report['engine']}: "
+                   f"{report['rebalances']} rebalances")
     axes.legend(loc="upper right", fontsize="small")
     fig.tight_layout()
     fig.savefig(path)

@@ -1,17 +1,23 @@
 """`coordinator chaos --clients kafka-python|confluent|mixed`: the chaos scenarios with real client processes.
 
 Real consumers (the `real_consumer` processes) read a topic a producer keeps filling, through a gateway
-in front of the in-process engine, in real time. Scenarios, as the simulated harness names them:
+in front of the in-process engine (`--engine sim`, the default: the engine on the wall clock) or of the
+streaming job (`--engine spark`), in real time (`gateway_stack`). Scenarios, as the simulated harness names
+them:
 - `rolling-bounce`: each member in turn stopped (SIGTERM: commit, close, no LeaveGroup) and started again
   `down_ms` later, `interval_ms` apart. Static members should cost no rebalance.
 - `crash` (or `crash-longer-than-session`): member 0 killed (SIGKILL) and started again only after its
   session ran out: the group rebalances without it, then with it.
 - `duplicate-instance`: a second process started with member 0's group.instance.id while the first runs:
   the newcomer takes the identity over and the first is fenced (FENCED_INSTANCE_ID).
-The report has the simulated harness's headline fields, from what the clients and the gateway saw:
-rebalances (partitions revoked from a member that was not being stopped), assignment changes (a member
-back with other partitions than before), unanswered (coordinator timeouts), errors and latency per API
-(at the gateway), records read twice, the final group, and a timeline (`--plot` draws it).
+The report has the simulated harness's headline fields, from what the clients and the gateway saw, the
+same whichever engine: rebalances (generations completed after the group first stood, as the gateway
+answered them), revocations (partitions revoked from a member that was not being stopped), assignment
+changes (a member back with other partitions than before), unanswered (coordinator timeouts), errors and
+latency per API (at the gateway), records read twice, the final group (ListGroups and DescribeGroups
+through the gateway), and a timeline (`--plot` draws it); with the streaming job also its batches.
+Sessions are Kafka's default 45 s with the streaming job (its answers come a micro-batch or more late),
+6 s with the in-process engine.
 """
 
 from __future__ import annotations
@@ -25,35 +31,50 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
-from kafka_gateway.runner import BackgroundGateway, GatewayOptions, host_port
-from streaming.broker import EmbeddedBroker
-
+from .gateway_stack import GatewayStack, gateway_stack, generation, read_group
 from .real_consumer import ConsumerProcess
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 SCENARIOS = ("rolling-bounce", "crash", "crash-longer-than-session", "duplicate-instance")
 CLIENTS = ("kafka-python", "confluent", "mixed")
 RECORDS_PER_S = 50
-STABLE_LIMIT_S = 60.0
+# Per engine: the clients' session (Kafka's default with the streaming job, whose timer-decided answers come
+# lateness + a tick + micro-batches late), how long a bounced member stays down, the time between bounces.
+TIMINGS: dict[str, dict[str, int]] = {
+    "local": {"session_timeout_ms": 6_000, "down_ms": 1_000, "interval_ms": 2_000},
+    "spark": {"session_timeout_ms": 45_000, "down_ms": 1_000, "interval_ms": 5_000},
+}
+# How long a group may take to form or settle, beyond twice the session (a rebalance may wait for one).
+SETTLE_LIMIT_S = 60.0
 
 
 class RealChaos:
     """One scenario with real clients; `run()` returns the report."""
 
-    def __init__(self, bootstrap: str, scenario: str, clients: str, members: int, *, membership: str = "static",
-                 session_timeout_ms: int = 6_000, down_ms: int = 1_000, interval_ms: int = 2_000,
-                 settle_s: float = 3.0, engine_config: Mapping[str, Any] | None = None) -> None:
-        if scenario not in SCENARIOS or clients not in CLIENTS or members < 2:
-            raise ValueError(f"scenario {scenario!r}, clients {clients!r}, members {members}: not a run")
+    def __init__(self, bootstrap_servers: str | None, scenario: str, clients: str, members: int, *,
+                 engine: str = "local", membership: str = "static", timings: Mapping[str, int] | None = None,
+                 engine_config: Mapping[str, Any] | None = None, spark: SparkSession | None = None) -> None:
+        if scenario not in SCENARIOS or clients not in CLIENTS or members < 2 or engine not in TIMINGS:
+            raise ValueError(f"scenario {scenario!r}, clients {clients!r}, members {members}, engine {engine!r}: "
+                             "not a run")
         if membership != "static" and scenario == "duplicate-instance":
             raise ValueError("duplicate-instance needs static members")
-        self.bootstrap, self.scenario, self.clients, self.members = bootstrap, scenario, clients, members
-        self.membership, self.session_timeout_ms = membership, session_timeout_ms
-        self.down_s, self.interval_s, self.settle_s = down_ms / 1000, interval_ms / 1000, settle_s
+        unknown = set(timings or {}) - set(TIMINGS[engine])
+        if unknown:
+            raise ValueError(f"unknown timings {sorted(unknown)}: expected {sorted(TIMINGS[engine])}")
+        chosen = {**TIMINGS[engine], **(timings or {})}
+        self.bootstrap_servers, self.engine, self.spark = bootstrap_servers, engine, spark
+        self.scenario, self.clients, self.members = scenario, clients, members
+        self.membership, self.session_timeout_ms = membership, chosen["session_timeout_ms"]
+        self.down_s, self.interval_s = chosen["down_ms"] / 1000, chosen["interval_ms"] / 1000
+        self.settle_limit_s = 2 * self.session_timeout_ms / 1000 + SETTLE_LIMIT_S
         self.engine_config = {"group.initial.rebalance.delay.ms": 500, "group.min.session.timeout.ms": 1_000,
                               **(engine_config or {})}
         suffix = secrets.token_hex(4)
@@ -65,30 +86,32 @@ class RealChaos:
         self.produced = 0
         self._t0 = time.time()
         self._stop_producing = threading.Event()
+        self.stack: GatewayStack  # while `run` runs
 
     def run(self) -> dict[str, Any]:
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="chaos-admin")
-        try:
-            admin.create_topics([NewTopic(self.topic, self.partitions, 1)])
-        finally:
-            admin.close()
-        options = GatewayOptions(listen=("127.0.0.1", 0), upstream=host_port(self.bootstrap), engine="local",
-                                 settings=self.engine_config, status_interval_s=0)
-        producer = threading.Thread(target=self._produce, name="chaos-producer", daemon=True)
-        with BackgroundGateway(options) as gateway:
-            self.gateway = gateway
+        with gateway_stack(self.engine, self.engine_config, bootstrap_servers=self.bootstrap_servers,
+                           spark=self.spark) as stack:
+            self.stack = stack
+            admin = KafkaAdminClient(bootstrap_servers=stack.bootstrap_servers, client_id="chaos-admin")
+            try:
+                admin.create_topics([NewTopic(self.topic, self.partitions, 1)])
+            finally:
+                admin.close()
+            self._t0 = time.time()
+            producer = threading.Thread(target=self._produce, name="chaos-producer", daemon=True)
             producer.start()
             try:
                 self.current = [self._start(i) for i in range(self.members)]
-                self._wait(self._settled, STABLE_LIMIT_S, "the group to form")
+                self._wait(lambda: self._settled() and generation(stack.gateway, self.group) is not None,
+                           self.settle_limit_s, "the group to form")
                 self._note("stable", None)
                 stable_at = time.time()
                 before = {p.instance_id or str(i): p.assignment() for i, p in enumerate(self.current)}
-                stable_generation = self._group()["generation_id"]
+                stable_generation = generation(stack.gateway, self.group)
                 self._scenario()
                 self._stop_producing.set()
                 producer.join()
-                settled = self._wait(lambda: self._settled() and self._all_read(), STABLE_LIMIT_S, None)
+                settled = self._wait(lambda: self._settled() and self._all_read(), self.settle_limit_s, None)
                 self._note("settled" if settled else "not settled", None)
                 report = self._report(stable_at, stable_generation, before, settled)
             finally:
@@ -117,15 +140,27 @@ class RealChaos:
     def _crash(self) -> None:
         self.current[0].kill()
         self._note("crash", 0)
-        time.sleep(self.session_timeout_ms / 1000 + self.settle_s)
+        # Back only once the group has rebalanced without it (its session ran out): the survivors hold
+        # every partition.
+        if self._wait(self._survivors_hold_everything, self.settle_limit_s, None):
+            self._note("rebalanced without", 0)
         self.current[0] = self._start(0)
+
+    def _survivors_hold_everything(self) -> bool:
+        assignments = [p.assignment() for p in self.current[1:]]
+        return sorted(q for a in assignments for q in a or []) == list(range(self.partitions))
 
     def _duplicate_instance(self) -> None:
         duplicate = self._start(0)
         self._note("duplicate", 0)
-        time.sleep(self.session_timeout_ms / 1000)
+        # The first process is fenced at its next commit or heartbeat after the newcomer took the identity.
+        if self._wait(lambda: self._fenced() > 0, self.settle_limit_s, None):
+            self._note("fenced", 0)
         original, self.current[0] = self.current[0], duplicate
-        original.kill()  # fenced by now: a fenced consumer stops consuming, whatever it does after that
+        original.kill()  # a fenced consumer stops consuming, whatever it does after that
+
+    def _fenced(self) -> int:
+        return sum(count for key, count in self._counters().items() if key.endswith("_error_82"))
 
     # ---- members and the producer -------------------------------------------------------------------------
 
@@ -140,7 +175,7 @@ class RealChaos:
 
     def _start(self, index: int) -> ConsumerProcess:
         library = self._library(index)
-        process = ConsumerProcess(library, self.gateway.address, self.group, self.topic, self._instance(index),
+        process = ConsumerProcess(library, self.stack.gateway.address, self.group, self.topic, self._instance(index),
                                   session_timeout_ms=self.session_timeout_ms,
                                   rebalance_timeout_ms=max(10_000, self.session_timeout_ms),
                                   client_id=f"chaos-{library}-{index}")
@@ -154,7 +189,7 @@ class RealChaos:
         self._note("stop", index)
 
     def _produce(self) -> None:
-        producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=10)
+        producer = KafkaProducer(bootstrap_servers=self.stack.bootstrap_servers, linger_ms=10)
         try:
             while not self._stop_producing.wait(1 / RECORDS_PER_S):
                 producer.send(self.topic, str(self.produced).encode(), partition=self.produced % self.partitions)
@@ -196,19 +231,20 @@ class RealChaos:
                 if event["event"] in ("assigned", "revoked") and stable_at < event["t"] < until:
                     yield process, event
 
-    def _group(self) -> Any:
-        server = self.gateway.server
+    def _counters(self) -> Counter[str]:
+        server = self.stack.gateway.server
         assert server is not None
-        return self.gateway.call(lambda: server.coordinator.engine.describe(self.group))  # type: ignore[attr-defined]
+        counters: Counter[str] = self.stack.gateway.call(lambda: Counter(server.gateway.counters))
+        return counters
 
-    def _report(self, stable_at: float, stable_generation: int, before: Mapping[str, list[int] | None],
+    def _report(self, stable_at: float, stable_generation: int | None, before: Mapping[str, list[int] | None],
                 settled: bool) -> dict[str, Any]:
-        server = self.gateway.server
+        server = self.stack.gateway.server
         assert server is not None
-        counters: Counter[str] = self.gateway.call(lambda: Counter(server.gateway.counters))
-        latencies: dict[str, list[int]] = self.gateway.call(
+        counters = self._counters()
+        latencies: dict[str, list[int]] = self.stack.gateway.call(
             lambda: {api: sorted(samples) for api, samples in server.gateway.latencies_ms.items()})
-        group = self._group()
+        group = read_group(self.stack.gateway, self.group)
         revocations = [(p, e) for p, e in self._changes(stable_at) if e["event"] == "revoked" and e["partitions"]]
         after = {p.instance_id or str(i): p.assignment() for i, p in enumerate(self.current)}
         seen = [record for process in self.processes for record in process.records()]
@@ -222,11 +258,12 @@ class RealChaos:
             api, sep, code = key.partition("_error_")
             if sep:
                 errors.setdefault(api, {})[code] = count
-        return {
+        rebalances = None if group["generation_id"] is None or stable_generation is None else \
+            group["generation_id"] - stable_generation
+        report = {
             "scenario": self.scenario, "clients": self.clients, "members": self.members,
-            "membership": self.membership, "engine": "local", "session_timeout_ms": self.session_timeout_ms,
-            # The coordinator's count: generations completed after the group first stood.
-            "rebalances": (group["generation_id"] - stable_generation) if group else None,
+            "membership": self.membership, "engine": self.engine, "session_timeout_ms": self.session_timeout_ms,
+            "rebalances": rebalances,
             "revocations": len(revocations),
             "assignment_changes": sum(1 for key, partitions in before.items() if after.get(key) != partitions),
             "requests": counters["requests_coordinator"], "unanswered": counters["coordinator_timeouts"],
@@ -235,49 +272,51 @@ class RealChaos:
                            for api, s in sorted(latencies.items()) if s},
             "records_produced": self.produced, "records_read": len(set(seen)),
             "records_processed_twice": sum(n - 1 for n in Counter(seen).values() if n > 1),
-            "final": {"settled": settled, "state": None if group is None else group["state"],
-                      "generation_id": None if group is None else group["generation_id"],
-                      "members": None if group is None else len(group["members"])},
+            "final": {"settled": settled, **group},
             "timeline": self.timeline,
         }
+        if self.stack.job is not None:
+            report["job"] = self.stack.job.summary()
+        return report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The flag that turns `coordinator chaos` to real clients."""
-    parser.add_argument("--clients", choices=CLIENTS,
-                        help="run the scenario with real consumer processes (kafka-python, librdkafka or both) "
-                             "through `coordinator gateway` and the in-process engine, in real time; scenarios "
-                             f"{', '.join(SCENARIOS)}; --set session_timeout_ms / down_ms / interval_ms")
+    local, spark = TIMINGS["local"], TIMINGS["spark"]
+    parser.add_argument(
+        "--clients", choices=CLIENTS,
+        help="run the scenario with real consumer processes (kafka-python, librdkafka or both) through "
+             "`coordinator gateway`, in real time, in front of the in-process engine (--engine sim) or the "
+             f"streaming job (--engine spark); scenarios {', '.join(SCENARIOS)}; --set session_timeout_ms / "
+             f"down_ms / interval_ms (defaults: sim {local['session_timeout_ms']} / {local['down_ms']} / "
+             f"{local['interval_ms']}, spark {spark['session_timeout_ms']} / {spark['down_ms']} / "
+             f"{spark['interval_ms']}: Kafka's 45 s session, as the job answers a micro-batch or more late). "
+             "Wall time: a rolling bounce takes the group's forming plus members x (down + interval) plus the "
+             "settling, about 20 s for 3 members with sim, 1.5-3 min with spark (Spark's start included); a "
+             "crash longer than the session takes the session on top of that, and its rebalances (spark: "
+             "2-4 min); a duplicate instance about as long as a rolling bounce")
 
 
 def main(args: argparse.Namespace) -> int:
     """`coordinator chaos --clients ...`: 0 when the run completed, 2 for a run that cannot be, 1 if it failed."""
-    if args.engine != "sim":
-        print("coordinator chaos --clients: real clients run against the in-process engine only (no --engine)",
-              file=sys.stderr)
-        return 2
-    timings = {"session_timeout_ms": 6_000, "down_ms": 1_000, "interval_ms": 2_000}
+    engine = "spark" if args.engine == "spark" else "local"
+    timings: dict[str, int] = {}
     for item in args.overrides:
         key, sep, value = item.partition("=")
-        if not sep or key not in timings or not value.isdigit():
-            print(f"coordinator chaos --clients: --set {item!r}: expected one of {sorted(timings)}=N", file=sys.stderr)
+        if not sep or key not in TIMINGS[engine] or not value.isdigit():
+            print(f"coordinator chaos --clients: --set {item!r}: expected one of {sorted(TIMINGS[engine])}=N",
+                  file=sys.stderr)
             return 2
         timings[key] = int(value)
     try:
-        chaos = RealChaos(args.bootstrap_servers or "", args.scenario, args.clients, args.members,
-                          membership=args.membership, session_timeout_ms=timings["session_timeout_ms"],
-                          down_ms=timings["down_ms"], interval_ms=timings["interval_ms"])
+        chaos = RealChaos(args.bootstrap_servers, args.scenario, args.clients, args.members, engine=engine,
+                          membership=args.membership, timings=timings)
     except ValueError as exc:
         print(f"coordinator chaos --clients: {exc}", file=sys.stderr)
         return 2
     try:
-        if args.bootstrap_servers:
-            report = chaos.run()
-        else:
-            with EmbeddedBroker() as broker:
-                chaos.bootstrap = broker.bootstrap_servers
-                report = chaos.run()
-    except (TimeoutError, OSError) as exc:
+        report = chaos.run()
+    except (TimeoutError, OSError, RuntimeError) as exc:
         print(f"coordinator chaos --clients: the run failed: {exc}", file=sys.stderr)
         return 1
     text = json.dumps(report, indent=2)

@@ -26,6 +26,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 
+def heartbeat_interval_ms(session_timeout_ms: int) -> int:
+    """A fifth of the session, at most Kafka's default 3 s (both libraries' default with the default 45 s
+    session): a member that misses a couple of heartbeats keeps its session, and learns of a rebalance soon."""
+    return min(3_000, max(session_timeout_ms // 5, 100))
+
+
 class Reporter:
     """Prints one JSON event a line, flushed, so that a parent process sees it at once."""
 
@@ -50,7 +56,8 @@ def _run_kafka_python(args: argparse.Namespace, report: Reporter, stopping: list
     consumer = KafkaConsumer(
         bootstrap_servers=args.bootstrap_servers, group_id=args.group, group_instance_id=args.instance_id,
         client_id=args.client_id, session_timeout_ms=args.session_timeout_ms,
-        heartbeat_interval_ms=max(args.session_timeout_ms // 5, 100), max_poll_interval_ms=args.rebalance_timeout_ms,
+        heartbeat_interval_ms=heartbeat_interval_ms(args.session_timeout_ms),
+        max_poll_interval_ms=args.rebalance_timeout_ms,
         enable_auto_commit=False, auto_offset_reset="earliest")
     consumer.subscribe([args.topic], listener=Listener())
     try:
@@ -72,7 +79,8 @@ def _run_confluent(args: argparse.Namespace, report: Reporter, stopping: list[bo
 
     config = {
         "bootstrap.servers": args.bootstrap_servers, "group.id": args.group, "client.id": args.client_id,
-        "session.timeout.ms": args.session_timeout_ms, "heartbeat.interval.ms": max(args.session_timeout_ms // 5, 100),
+        "session.timeout.ms": args.session_timeout_ms,
+        "heartbeat.interval.ms": heartbeat_interval_ms(args.session_timeout_ms),
         "max.poll.interval.ms": args.rebalance_timeout_ms, "enable.auto.commit": False,
         "auto.offset.reset": "earliest", "partition.assignment.strategy": "range",
     }

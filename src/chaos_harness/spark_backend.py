@@ -15,7 +15,7 @@ import contextlib
 import random
 import secrets
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from group_client.realtime import wall_clock_ms
-from streaming.broker import EmbeddedBroker
+from streaming.broker import broker_or_embedded
 from streaming.live_job import LiveJob
 from streaming.settings import SettingsError, load_settings
 from streaming.spark_session import build_session
@@ -34,13 +34,14 @@ from .scenarios import ChaosConfigError, normalize_config
 
 
 def job_settings(config: Mapping[str, Any], bootstrap_servers: str) -> dict[str, Any]:
-    """The job's settings for a run: its own topics and query name, the run's lateness, tick interval and
-    coordinator config on top of conf/coordinator.toml."""
+    """The job's settings for a run: its own topics and query name, and the run's `coordinator_config` (and its
+    `lateness_ms` and `tick_interval_ms` when `config` has them) on top of conf/coordinator.toml."""
     run = f"chaos-{secrets.token_hex(4)}"
     overrides = [f"coordinator.{name}.topic={run}.{name}" for name in ("requests", "responses", "snapshots")]
-    overrides += [f"coordinator.dead.letters.topic={run}.dead-letters", f"coordinator.query.name={run}",
-                  f"coordinator.lateness.ms={config['lateness_ms']}",
-                  f"coordinator.tick.interval.ms={config['tick_interval_ms']}"]
+    overrides += [f"coordinator.dead.letters.topic={run}.dead-letters", f"coordinator.query.name={run}"]
+    for key, setting in (("lateness_ms", "lateness.ms"), ("tick_interval_ms", "tick.interval.ms")):
+        if key in config:
+            overrides.append(f"coordinator.{setting}={config[key]}")
     overrides += [f"{key}={value}" for key, value in config["coordinator_config"].items()]
     try:
         settings = load_settings(overrides=overrides)
@@ -48,6 +49,20 @@ def job_settings(config: Mapping[str, Any], bootstrap_servers: str) -> dict[str,
         raise ChaosConfigError(f"coordinator_config: {exc}") from None
     settings["bootstrap.servers"] = bootstrap_servers
     return settings
+
+
+@contextlib.contextmanager
+def fresh_live_job(settings: Mapping[str, Any], spark: SparkSession | None = None) -> Iterator[LiveJob]:
+    """A `LiveJob` (not started) on a fresh checkpoint, in `spark` or in a session built for it; after the
+    block the job is closed, the checkpoint removed and a session built here stopped."""
+    with contextlib.ExitStack() as stack:
+        checkpoint = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="chaos-checkpoint-")))
+        if spark is None:
+            spark = build_session(settings)
+            stack.callback(spark.stop)
+        job = LiveJob(spark, settings, checkpoint)
+        stack.callback(job.close)
+        yield job
 
 
 class JobControl:
@@ -104,14 +119,9 @@ def run_chaos_spark(
     """
     full = normalize_config({**config, "engine": "spark"})
     with contextlib.ExitStack() as stack:
-        if bootstrap_servers is None:
-            bootstrap_servers = stack.enter_context(EmbeddedBroker()).bootstrap_servers
+        bootstrap_servers = stack.enter_context(broker_or_embedded(bootstrap_servers))
         settings = job_settings(full, bootstrap_servers)
-        checkpoint = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="chaos-checkpoint-")))
-        if spark is None:
-            spark = build_session(settings)
-            stack.callback(spark.stop)
-        job = LiveJob(spark, settings, checkpoint)
+        job = stack.enter_context(fresh_live_job(settings, spark))
         control = JobControl(job)
         stack.callback(control.close)
         control.start()

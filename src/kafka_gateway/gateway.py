@@ -163,6 +163,9 @@ class Gateway:
         # The latest coordinator round trips per API (ms), as the client sees them (a JoinGroup's includes
         # the time it was parked).
         self.latencies_ms: dict[str, deque[int]] = {}
+        # Per group, the generation of the latest JoinGroup answered without error: the coordinator's count of
+        # rebalances as its clients saw it, whichever coordinator is behind the gateway.
+        self.generations: dict[str, int] = {}
         self._connections: dict[int, _Connection] = {}
         self._next_connection = 0
         self._next_envelope_id = 0
@@ -454,6 +457,8 @@ class Gateway:
         error_code = body.get("error_code")
         if isinstance(error_code, int) and error_code != 0:
             self.counters[f"{slot.api_key.name}_error_{error_code}"] += 1
+        elif error_code == 0 and slot.api_key == ApiKey.JoinGroup and isinstance(body.get("generation_id"), int):
+            self.generations[str(slot.parts[0].get("group_id"))] = body["generation_id"]
         try:
             message = body_to_message(response_class(slot.api_key), slot.version, body)
             slot.response = encode_response(message, slot.correlation_id)

@@ -201,3 +201,12 @@ class BackgroundGateway:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+
+def loopback_gateway(bootstrap_servers: str, engine: str, settings: Mapping[str, Any]) -> BackgroundGateway:
+    """A gateway (not started yet) on a free loopback port in front of `bootstrap_servers`, without status
+    lines: what tests, demos, chaos runs and benches put between their consumer processes and a coordinator.
+    `engine` is "local" (an in-process engine configured by `settings`) or "topics" (the job `settings`
+    describe)."""
+    return BackgroundGateway(GatewayOptions(listen=("127.0.0.1", 0), upstream=host_port(bootstrap_servers),
+                                            engine=engine, settings=settings, status_interval_s=0))

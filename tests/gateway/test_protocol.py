@@ -132,6 +132,22 @@ def test_a_group_request_becomes_an_envelope_and_its_answer_the_clients_response
     assert list(gateway.latencies_ms["JoinGroup"]) == [5]
 
 
+def test_the_generation_of_each_groups_latest_successful_join_answer_is_kept() -> None:
+    gateway = make_gateway()
+    conn = gateway.open("10.0.0.7")
+    joined = {"generation_id": 3, "protocol_type": "consumer", "protocol_name": "range", "leader": "m",
+              "member_id": "m", "members": []}
+    for group, reply in (("orders", {"error_code": 0, **joined}), ("orders", {"error_code": 0, **joined,
+                                                                             "generation_id": 4}),
+                         ("orders", {"error_code": 79, "member_id": "m-2"}),  # an error: not a generation
+                         ("payments", {"error_code": 0, **joined, "generation_id": 1})):
+        [env] = envelopes(gateway.receive(conn, request(ApiKey.JoinGroup, 7, 1, {**JOIN_V7, "group_id": group}), T0))
+        gateway.receive_answers([answer(env, reply)], T0)
+    [heartbeat] = envelopes(gateway.receive(conn, request(ApiKey.Heartbeat, 4, 2, HEARTBEAT_V4), T0))
+    gateway.receive_answers([answer(heartbeat, {"error_code": 0})], T0)
+    assert gateway.generations == {"orders": 4, "payments": 1}
+
+
 def test_envelope_correlation_ids_are_the_gateways_own_across_connections() -> None:
     gateway = make_gateway()
     a, b = gateway.open("10.0.0.1"), gateway.open("10.0.0.2")
