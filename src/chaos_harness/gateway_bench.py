@@ -1,16 +1,21 @@
-"""The gateway's figures, measured with real consumer processes on a real broker (in-process engine).
+"""The gateway's figures, measured with real consumer processes on a real broker.
 
     python -m chaos_harness.gateway_bench --embedded            # or --bootstrap-servers HOST:PORT
     python -m chaos_harness.gateway_bench --embedded --json     # the figures as one JSON line on stdout
+    python -m chaos_harness.gateway_bench --embedded --engines local --records 0   # group figures, no Spark
 
-For kafka-python and librdkafka each:
-- `form_s`: 3 static consumers started together until each has its partitions and the engine has the
-  group Stable (measured from the last consumer's `started` event, so interpreter start-up is not counted);
+For each engine (`--engines`: the in-process engine and the streaming job, in one run, one after the
+other on the same broker: `gateway_stack`), and for kafka-python and librdkafka each, with the clients'
+session `--session-timeout-ms` (Kafka's default 45 s; heartbeats every 3 s):
+- `form_s`: 3 static consumers started together until each has its partitions (measured from the last
+  consumer's `started` event, so interpreter start-up is not counted); then checked through the gateway:
+  Stable with the 3 members (DescribeGroups);
 - `rejoin_s`: a member stopped and started again with its group.instance.id, from the new process's
-  `started` event to its `assigned` event (the same partitions, no rebalance);
-- `records_per_s` through the gateway (in a process of its own) and directly from the broker: one consumer
-  reading a topic of `--records` records of `--record-bytes` bytes, first record to last.
-Progress goes to stderr.
+  `started` event to its `assigned` event (checked: the same partitions, the same generation);
+- the load average (1 min) when the engine's figures were taken: the machine may be shared.
+Then, unless `--records 0`, `records_per_s` through the gateway (in a process of its own, in-process
+engine: the data path does not reach the coordinator) and directly from the broker: one consumer reading
+a topic of `--records` records of `--record-bytes` bytes, first record to last. Progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -30,13 +35,16 @@ from typing import Any
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
-from kafka_gateway.runner import BackgroundGateway, GatewayOptions, host_port
-from streaming.broker import EmbeddedBroker
+from kafka_gateway.runner import BackgroundGateway
+from streaming.broker import broker_or_embedded
 
+from .gateway_stack import ENGINES, gateway_stack, generation, read_group
 from .real_consumer import ConsumerProcess
 
 LIBRARIES = ("kafka-python", "confluent")
 PARTITIONS = 6
+# The streaming job answers a micro-batch or more late, each join and sync: a generous bound to form.
+FORM_LIMIT_S = 180.0
 
 
 def _topic(bootstrap: str, partitions: int) -> str:
@@ -64,41 +72,41 @@ def _first(consumer: ConsumerProcess, event: str, timeout_s: float = 60) -> floa
     return float(next(e["t"] for e in consumer.events if e["event"] == event))
 
 
-def _described(gateway: BackgroundGateway, group: str) -> Any:
-    server = gateway.server
-    assert server is not None
-    return gateway.call(lambda: server.coordinator.engine.describe(group))  # type: ignore[attr-defined]
-
-
-def measure_group(gateway: BackgroundGateway, bootstrap: str, library: str) -> dict[str, float]:
+def measure_group(gateway: BackgroundGateway, bootstrap: str, library: str,
+                  session_timeout_ms: int) -> dict[str, float]:
     """Seconds for 3 static consumers to form a group, and for a restarted one to get its partitions back."""
     topic, group = _topic(bootstrap, PARTITIONS), f"bench-{uuid.uuid4().hex[:8]}"
-    members = [ConsumerProcess(library, gateway.address, group, topic, f"{library}-{i}") for i in range(3)]
+
+    def member(instance_id: str) -> ConsumerProcess:
+        return ConsumerProcess(library, gateway.address, group, topic, instance_id,
+                               session_timeout_ms=session_timeout_ms,
+                               rebalance_timeout_ms=max(session_timeout_ms, 20_000))
+
+    members = [member(f"{library}-{i}") for i in range(3)]
     try:
         started = max(_first(m, "started") for m in members)
-        deadline = time.monotonic() + 60
-        while True:
-            snapshot = _described(gateway, group)
-            if (snapshot is not None and snapshot["state"] == "Stable" and len(snapshot["members"]) == 3
-                    and all(m.assignment() is not None for m in members)):
-                break
+        deadline = time.monotonic() + FORM_LIMIT_S
+        while not (sorted(p for m in members for p in m.assignment() or []) == list(range(PARTITIONS))
+                   and generation(gateway, group) is not None):
             if time.monotonic() > deadline:
                 seen = {m.instance_id: [e["event"] for e in m.events if e["event"] != "records"][-6:] for m in members}
-                raise TimeoutError(f"{library}: the group did not form: {snapshot}; the members saw {seen}")
+                raise TimeoutError(f"{library}: the group did not form; the members saw {seen}")
             time.sleep(0.01)
         formed = max(_first(m, "assigned") for m in members) - started
-        generation = snapshot["generation_id"]
+        stable = read_group(gateway, group)
+        if (stable["state"], stable["members"]) != ("Stable", 3):
+            raise AssertionError(f"{library}: every member has its partitions, but the group is {stable}")
         before = members[0].assignment()
         members[0].stop()
-        again = ConsumerProcess(library, gateway.address, group, topic, members[0].instance_id)
+        again = member(str(members[0].instance_id))
         members[0] = again
-        rejoined = _first(again, "assigned") - _first(again, "started")
-        if again.assignment() != before or _described(gateway, group)["generation_id"] != generation:
+        rejoined = _first(again, "assigned", FORM_LIMIT_S) - _first(again, "started")
+        if again.assignment() != before or generation(gateway, group) != stable["generation_id"]:
             raise AssertionError(f"{library}: the restarted member was not given its partitions back as they were")
         return {"form_s": round(formed, 3), "rejoin_s": round(rejoined, 3)}
     finally:
-        for member in members:
-            member.kill()
+        for m in members:
+            m.kill()
 
 
 @contextlib.contextmanager
@@ -139,13 +147,8 @@ def measure_data_path(address: str, topic: str, records: int, library: str) -> f
         consumer.kill()
 
 
-@contextlib.contextmanager
-def _upstream(args: argparse.Namespace) -> Iterator[str]:
-    if args.bootstrap_servers:
-        yield args.bootstrap_servers
-        return
-    with EmbeddedBroker() as broker:
-        yield broker.bootstrap_servers
+def _load_average() -> float:
+    return round(os.getloadavg()[0], 2)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -154,35 +157,52 @@ def main(argv: Sequence[str] | None = None) -> int:
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--embedded", action="store_true", help="start the embedded Tansu broker")
     where.add_argument("--bootstrap-servers", metavar="HOST:PORT", help="a single-broker upstream")
-    parser.add_argument("--records", type=int, default=50_000)
+    parser.add_argument("--engines", default=",".join(ENGINES),
+                        help=f"comma-separated, from {', '.join(ENGINES)} (default: both)")
+    parser.add_argument("--session-timeout-ms", type=int, default=45_000)
+    parser.add_argument("--records", type=int, default=50_000, help="for the data path; 0 skips it")
     parser.add_argument("--record-bytes", type=int, default=200)
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON line")
     args = parser.parse_args(argv)
-    figures: dict[str, Any] = {}
-    with _upstream(args) as bootstrap:
-        options = GatewayOptions(listen=("127.0.0.1", 0), upstream=host_port(bootstrap), engine="local",
-                                 settings={"group.initial.rebalance.delay.ms": 0}, status_interval_s=0)
-        topic = _topic(bootstrap, 1)
-        print(f"producing {args.records} records of {args.record_bytes} bytes", file=sys.stderr)
-        _produce(bootstrap, topic, args.records, args.record_bytes)
-        with BackgroundGateway(options) as gateway:
-            for library in LIBRARIES:
-                print(f"{library}: a static group of 3 and a restart", file=sys.stderr)
-                figures[library] = measure_group(gateway, bootstrap, library)
-        with gateway_process(bootstrap) as address:
-            for library in LIBRARIES:
-                print(f"{library}: the data path, through the gateway and direct", file=sys.stderr)
-                figures[library]["records_per_s_gateway"] = measure_data_path(address, topic, args.records, library)
-                figures[library]["records_per_s_direct"] = measure_data_path(bootstrap, topic, args.records, library)
-    figures["records"], figures["record_bytes"] = args.records, args.record_bytes
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    if not engines or set(engines) - set(ENGINES):
+        parser.error(f"--engines {args.engines!r}: expected a comma-separated list from {', '.join(ENGINES)}")
+    figures: dict[str, Any] = {"session_timeout_ms": args.session_timeout_ms}
+    with broker_or_embedded(args.bootstrap_servers) as bootstrap:
+        for engine in engines:
+            print(f"engine {engine}: starting", file=sys.stderr)
+            with gateway_stack(engine, {"group.initial.rebalance.delay.ms": 0}, bootstrap_servers=bootstrap) as stack:
+                figures[engine] = {}
+                for library in LIBRARIES:
+                    print(f"engine {engine}, {library}: a static group of 3 and a restart", file=sys.stderr)
+                    figures[engine][library] = {**measure_group(stack.gateway, bootstrap, library,
+                                                                args.session_timeout_ms),
+                                                "load_average": _load_average()}
+        if args.records > 0:
+            topic = _topic(bootstrap, 1)
+            print(f"producing {args.records} records of {args.record_bytes} bytes", file=sys.stderr)
+            _produce(bootstrap, topic, args.records, args.record_bytes)
+            figures["data_path"] = {"records": args.records, "record_bytes": args.record_bytes}
+            with gateway_process(bootstrap) as address:
+                for library in LIBRARIES:
+                    print(f"{library}: the data path, through the gateway and direct", file=sys.stderr)
+                    figures["data_path"][library] = {
+                        "records_per_s_gateway": measure_data_path(address, topic, args.records, library),
+                        "records_per_s_direct": measure_data_path(bootstrap, topic, args.records, library),
+                        "load_average": _load_average()}
     if args.json:
         print(json.dumps(figures))
-    else:
+        return 0
+    print(f"clients' session {args.session_timeout_ms} ms")
+    for engine in engines:
         for library in LIBRARIES:
-            f = figures[library]
-            print(f"{library:13} group of 3 formed in {f['form_s']:.2f} s, restarted member back in "
-                  f"{f['rejoin_s']:.2f} s; {f['records_per_s_gateway']:,.0f} records/s through the gateway, "
-                  f"{f['records_per_s_direct']:,.0f} direct")
+            f = figures[engine][library]
+            print(f"{engine:6} {library:13} group of 3 formed in {f['form_s']:.2f} s, restarted member back in "
+                  f"{f['rejoin_s']:.2f} s (load average {f['load_average']})")
+    for library in LIBRARIES if args.records > 0 else ():
+        f = figures["data_path"][library]
+        print(f"{library:13} {f['records_per_s_gateway']:,.0f} records/s through the gateway, "
+              f"{f['records_per_s_direct']:,.0f} direct (load average {f['load_average']})")
     return 0
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
-from kafka_gateway.runner import BackgroundGateway, GatewayOptions, host_port
+from kafka_gateway.runner import BackgroundGateway, loopback_gateway
 
 from .real_consumer import ConsumerProcess
 
@@ -131,9 +131,7 @@ class RealConsumerDemo:
                 admin.create_topics([NewTopic(self.topic, self.partitions, 1)])
             finally:
                 admin.close()
-            options = GatewayOptions(listen=("127.0.0.1", 0), upstream=host_port(bootstrap), engine=self.engine,
-                                     settings=self.settings, status_interval_s=0)
-            self.gateway = BackgroundGateway(options).start()
+            self.gateway = loopback_gateway(bootstrap, self.engine, self.settings).start()
             self._producer_thread.start()
             with self._lock:
                 self._state.members = [self._member(i) for i in range(self.member_count)]
