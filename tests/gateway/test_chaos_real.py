@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.kafka
+from chaos_harness.real_chaos import RealChaos
+from chaos_harness.real_consumer import heartbeat_interval_ms
 
 
 def run_chaos(kafka_bootstrap: str, tmp_path: Path, *argv: str) -> dict[str, object]:
@@ -24,6 +25,7 @@ def run_chaos(kafka_bootstrap: str, tmp_path: Path, *argv: str) -> dict[str, obj
     return json.loads(report.read_text())  # type: ignore[no-any-return]
 
 
+@pytest.mark.kafka
 def test_a_crash_longer_than_the_session_costs_two_rebalances_and_nothing_else(
         kafka_bootstrap: str, tmp_path: Path) -> None:
     report = run_chaos(kafka_bootstrap, tmp_path, "--clients", "mixed", "--members", "3",
@@ -37,9 +39,27 @@ def test_a_crash_longer_than_the_session_costs_two_rebalances_and_nothing_else(
     assert {"JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit", "OffsetFetch"} <= set(report["latency_ms"])
 
 
+@pytest.mark.kafka
 def test_a_duplicate_instance_fences_the_first_process(kafka_bootstrap: str, tmp_path: Path) -> None:
     report = run_chaos(kafka_bootstrap, tmp_path, "--clients", "kafka-python", "--members", "2",
                        "--scenario", "duplicate-instance", "--set", "session_timeout_ms=3000")
     fenced = sum(codes.get("82", 0) for codes in report["errors"].values())  # type: ignore[attr-defined]
     assert fenced >= 1 and report["rebalances"] == 0, report
     assert report["final"]["settled"] and report["final"]["members"] == 2  # type: ignore[index]
+
+
+def test_real_client_runs_take_kafkas_default_session_with_the_streaming_job_and_refuse_unknown_timings() -> None:
+    spark = RealChaos(None, "rolling-bounce", "mixed", 2, engine="spark")
+    local = RealChaos(None, "rolling-bounce", "mixed", 2, timings={"session_timeout_ms": 3_000})
+    assert (spark.session_timeout_ms, local.session_timeout_ms) == (45_000, 3_000)
+    # Forming and settling may wait for a session to run out and a rebalance after it: bounded beyond both.
+    assert spark.settle_limit_s > 2 * 45
+    with pytest.raises(ValueError, match="unknown timings"):
+        RealChaos(None, "rolling-bounce", "mixed", 2, timings={"settle_ms": 1})
+    with pytest.raises(ValueError, match="not a run"):
+        RealChaos(None, "rolling-bounce", "mixed", 2, engine="topics")
+
+
+@pytest.mark.parametrize(("session_ms", "heartbeat_ms"), [(3_000, 600), (10_000, 2_000), (45_000, 3_000)])
+def test_real_consumers_heartbeat_a_fifth_of_the_session_at_most_every_3_s(session_ms: int, heartbeat_ms: int) -> None:
+    assert heartbeat_interval_ms(session_ms) == heartbeat_ms
