@@ -12,7 +12,8 @@ session `--session-timeout-ms` (Kafka's default 45 s; heartbeats every 3 s):
   Stable with the 3 members (DescribeGroups);
 - `rejoin_s`: a member stopped and started again with its group.instance.id, from the new process's
   `started` event to its `assigned` event (checked: the same partitions, the same generation);
-- the load average (1 min) when the engine's figures were taken: the machine may be shared.
+- the load average (1 min) when the engine's figures were taken: the machine may be shared; with the
+  streaming job also its micro-batches' median and p95 duration, which every answer waits for.
 Then, unless `--records 0`, `records_per_s` through the gateway (in a process of its own, in-process
 engine: the data path does not reach the coordinator) and directly from the broker: one consumer reading
 a topic of `--records` records of `--record-bytes` bytes, first record to last. Progress goes to stderr.
@@ -178,6 +179,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     figures[engine][library] = {**measure_group(stack.gateway, bootstrap, library,
                                                                 args.session_timeout_ms),
                                                 "load_average": _load_average()}
+                if stack.job is not None:
+                    # Every answer of the job waits for a micro-batch: its duration explains the figures.
+                    job = stack.job.summary()
+                    figures[engine]["job"] = {k: job[k] for k in ("batches", "batch_ms_median", "batch_ms_p95")}
         if args.records > 0:
             topic = _topic(bootstrap, 1)
             print(f"producing {args.records} records of {args.record_bytes} bytes", file=sys.stderr)
@@ -199,6 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f = figures[engine][library]
             print(f"{engine:6} {library:13} group of 3 formed in {f['form_s']:.2f} s, restarted member back in "
                   f"{f['rejoin_s']:.2f} s (load average {f['load_average']})")
+        if "job" in figures[engine]:
+            print(f"{engine:6} micro-batches meanwhile: {figures[engine]['job']}")
     for library in LIBRARIES if args.records > 0 else ():
         f = figures["data_path"][library]
         print(f"{library:13} {f['records_per_s_gateway']:,.0f} records/s through the gateway, "
