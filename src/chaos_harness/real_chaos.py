@@ -291,10 +291,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              f"down_ms / interval_ms (defaults: sim {local['session_timeout_ms']} / {local['down_ms']} / "
              f"{local['interval_ms']}, spark {spark['session_timeout_ms']} / {spark['down_ms']} / "
              f"{spark['interval_ms']}: Kafka's 45 s session, as the job answers a micro-batch or more late). "
-             "Wall time: a rolling bounce takes the group's forming plus members x (down + interval) plus the "
-             "settling, about 20 s for 3 members with sim, 1.5-3 min with spark (Spark's start included); a "
-             "crash longer than the session takes the session on top of that, and its rebalances (spark: "
-             "2-4 min); a duplicate instance about as long as a rolling bounce")
+             "Wall time: a rolling bounce takes the group's forming, members x (down + interval) and the "
+             "settling; a crash longer than the session the session and two rebalances on top of the forming; "
+             "a duplicate instance about as long as a rolling bounce. Measured on a loaded 2-core machine with 3 "
+             "members: 16 s each with sim; with spark 3.5-4.5 min each, Spark's start and the job's first "
+             "micro-batch (1-2 min) included")
 
 
 def main(args: argparse.Namespace) -> int:
