@@ -22,7 +22,7 @@ a transition, new subscriptions) marks it for rescheduling at the end of the eve
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, ClassVar
 
 from .config import EngineConfig
 from .errors import Error
@@ -55,6 +55,17 @@ MemberListEntry = tuple[str, str | None, str]  # (member_id, group_instance_id, 
 
 class Group:
     """A consumer group's data (SEMANTICS.md 1.1) and the procedures of its section 4."""
+
+    # Slots, not a __dict__: attribute reads and method calls on a group are the engine's most frequent
+    # operations, and CPython specialises them for slots (a __dict__ that was ever read, as a journal copying
+    # it would, turns every method call on the group generic).
+    __slots__ = ("_condition", "_dirty", "_expiry_moved", "_new_deadline", "awaiting_join", "changed_at", "clock",
+                 "config", "created_ms", "generation_id", "group_id", "journal", "leader", "members",
+                 "new_member_added", "next_id_seq", "next_rank", "offset_changes", "offsets", "out", "pending_members",
+                 "pending_sync", "previous_state", "protocol_counts", "protocol_name", "protocol_type", "removed",
+                 "state", "state_since_ms", "static_members", "subscribed_topics", "timers", "version")
+    # Set once, at creation: the undo journal does not save them.
+    CONSTANT_ATTRIBUTES: ClassVar[frozenset[str]] = frozenset({"group_id", "config", "created_ms", "journal"})
 
     def __init__(self, group_id: str, created_ms: int, config: EngineConfig) -> None:
         self.group_id = group_id
@@ -106,9 +117,26 @@ class Group:
 
     def begin(self) -> None:
         """Starts recording before-images: a request is about to be applied."""
-        self.journal = Journal(self.__dict__.copy(), dict(self.protocol_counts), len(self.out), self.timers.next_seq,
-                               len(self.offset_changes))
-        self.timers.journal = self.journal
+        self.journal = self.timers.journal = Journal(self.saved_attributes(), len(self.out), self.timers.next_seq,
+                                                     len(self.offset_changes))
+
+    def saved_attributes(self) -> tuple[Any, ...]:
+        """Every attribute but the constant ones, as `restore_attributes` takes them: containers by reference
+        (their contents are journaled entry by entry), except `protocol_counts`, small, copied."""
+        return (self._condition, self._dirty, self._expiry_moved, self._new_deadline, self.awaiting_join,
+                self.changed_at, self.clock, self.generation_id, self.leader, self.members, self.new_member_added,
+                self.next_id_seq, self.next_rank, self.offset_changes, self.offsets, self.out, self.pending_members,
+                self.pending_sync, self.previous_state, dict(self.protocol_counts), self.protocol_name,
+                self.protocol_type, self.removed, self.state, self.state_since_ms, self.static_members,
+                self.subscribed_topics, self.timers, self.version)
+
+    def restore_attributes(self, saved: tuple[Any, ...]) -> None:
+        (self._condition, self._dirty, self._expiry_moved, self._new_deadline, self.awaiting_join,
+         self.changed_at, self.clock, self.generation_id, self.leader, self.members, self.new_member_added,
+         self.next_id_seq, self.next_rank, self.offset_changes, self.offsets, self.out, self.pending_members,
+         self.pending_sync, self.previous_state, self.protocol_counts, self.protocol_name,
+         self.protocol_type, self.removed, self.state, self.state_since_ms, self.static_members,
+         self.subscribed_topics, self.timers, self.version) = saved
 
     def commit(self) -> None:
         """The request is applied: its changes stay."""
@@ -124,8 +152,7 @@ class Group:
             member.restore(fields)
         # Every attribute back to the value (for containers: the object) it had; the containers' contents
         # were restored above, except these that are not journaled entry by entry.
-        self.__dict__.update(journal.attributes)
-        self.protocol_counts = journal.protocol_counts
+        self.restore_attributes(journal.attributes)
         del self.out[journal.out_length:]
         del self.offset_changes[journal.changes_length:]
         self.timers.next_seq = journal.timer_seq
