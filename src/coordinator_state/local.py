@@ -26,7 +26,8 @@ class LocalCoordinator:
         self.invalid: list[Invalid] = []
         self.offset_changes: list[OffsetChange] = []  # every committed offset set or expired, in order
         self._clock = 0
-        # Each group's earliest deadline, lazily: an entry is live while it equals _queued[group_id].
+        # Each group's earliest deadline, lazily: an entry is live while it equals _queued[group_id], which is a
+        # lower bound of the group's next deadline (a deadline moved later leaves it be).
         self._queue: list[tuple[int, int, str]] = []
         self._queued: dict[str, int] = {}
         self._queue_seq = 0
@@ -102,8 +103,13 @@ class LocalCoordinator:
             self._queued.pop(group_id, None)
             return
         self.groups[group_id] = group
-        deadline = group.next_deadline()
         queued = self._queued.get(group_id)
+        heap = group.timers.heap
+        if queued is not None and (not heap or heap[0][0] >= queued):
+            # The top of the group's timer heap is a lower bound of its next deadline (stale entries are dropped
+            # lazily): the queued entry still comes first, so the next deadline need not be looked for.
+            return
+        deadline = group.next_deadline()
         if deadline is not None and (queued is None or deadline < queued):
             self._queued[group_id] = deadline
             self._queue_seq += 1
