@@ -199,7 +199,7 @@ class Group:
             timer = self.timers.pop_due(now)
             if timer is None:
                 return
-            t = max(timer.deadline, self.clock)
+            t = timer.deadline if timer.deadline > self.clock else self.clock
             self.clock = t
             self._fire(timer, t)
             self.end_event(t)

@@ -74,11 +74,13 @@ def handle_in_group(
     offset_changes = [] if changes is None else changes
     responses: list[Response] = []
     if group is not None:
-        now = max(now, group.clock)  # the group's clock never goes back
+        if now < group.clock:  # the group's clock never goes back
+            now = group.clock
         group.fire_due(now)  # timers due at or before the request fire first (SEMANTICS.md T2)
         if group.out:
             responses = group.drain()
-        offset_changes += group.drain_offset_changes()
+        if group.offset_changes:
+            offset_changes += group.drain_offset_changes()
         if group.removed:
             group = None
     error = _precheck(req, config)
@@ -104,7 +106,8 @@ def handle_in_group(
     group.commit()
     if group.out:
         responses += group.drain()
-    offset_changes += group.drain_offset_changes()
+    if group.offset_changes:
+        offset_changes += group.drain_offset_changes()
     return (None if group.removed else group), responses
 
 
@@ -145,10 +148,12 @@ def run_group(
         if group.removed:
             group = None
     for req in requests:
-        if req.timestamp_ms < watermark_ms:
+        now = req.timestamp_ms
+        if now < watermark_ms:
             late += 1
+            now = watermark_ms
         before = group
-        group, out = handle_in_group(group, req, max(req.timestamp_ms, watermark_ms), config, changes)
+        group, out = handle_in_group(group, req, now, config, changes)
         responses += out
         if group is not None and group is not before:
             existed = True

@@ -46,14 +46,14 @@ class LocalCoordinator:
             response = invalid_response(parsed)
             return [] if response is None else [response]
         self.counters["requests"] += 1
-        if parsed.timestamp_ms < self._clock:
+        now = parsed.timestamp_ms
+        if now < self._clock:
             self.counters["late_requests"] += 1
+            now = self._clock
         if isinstance(parsed, ListGroups):
             return self._list_groups(parsed)
         group_id = parsed.group_id
-        group, responses = handle_in_group(
-            self.groups.get(group_id), parsed, max(parsed.timestamp_ms, self._clock), self.config,
-            self.offset_changes)
+        group, responses = handle_in_group(self.groups.get(group_id), parsed, now, self.config, self.offset_changes)
         self._store(group_id, group)
         return responses
 
