@@ -24,6 +24,13 @@ class TimerKind(StrEnum):
     OFFSETS = "offsets"  # expiry of committed offsets (docs/OFFSETS_AND_LISTING.md section 9)
 
 
+# The kinds as module constants, for the paths every request takes (see errors.NO_ERROR).
+HEARTBEAT_TIMER = TimerKind.HEARTBEAT
+JOIN_TIMER = TimerKind.JOIN
+SYNC_TIMER = TimerKind.SYNC
+RETENTION_TIMER = TimerKind.RETENTION
+OFFSETS_TIMER = TimerKind.OFFSETS
+
 TimerKey = tuple[TimerKind, str]
 
 
