@@ -45,7 +45,7 @@ from .offsets import (
     OffsetStore,
     expiry_condition,
 )
-from .requests import JoinGroup, Reply
+from .requests import JoinGroup, Reply, new_record
 from .responses import Response, envelope, join_body, sync_body
 from .subscriptions import subscribed_topics
 from .timers import (
@@ -498,7 +498,7 @@ class Group:
     def commit_offset(self, topic: str, partition: int, value: CommittedOffset) -> None:
         """Stores one committed offset and records the change for the offsets topic."""
         self.put(self.offsets.entries, (topic, partition), value)
-        self.offset_changes.append(OffsetChange(self.group_id, topic, partition, value))
+        self.offset_changes.append(new_record(OffsetChange, (self.group_id, topic, partition, value)))
         condition = self.expiry_condition()
         deadline = None if condition is None else condition.deadline(topic, value)
         if deadline is not None and (self._new_deadline is None or deadline < self._new_deadline):

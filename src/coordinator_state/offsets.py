@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 from .errors import NO_ERROR, Error
 from .model import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, ClassicGroupState
+from .requests import new_record
 
 NO_OFFSET = -1  # what OffsetFetch answers for a partition with no committed offset
 NO_LEADER_EPOCH = -1
@@ -262,10 +263,10 @@ def committed_value(
     retention_time_ms: int,
 ) -> CommittedOffset:
     """OffsetAndMetadata.fromRequest: what one accepted partition of an OffsetCommit stores."""
-    return CommittedOffset(  # offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms
+    return new_record(CommittedOffset, (  # offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms
         offset,
         leader_epoch,
         NO_METADATA if metadata is None else metadata,
         now if commit_timestamp_ms == DEFAULT_COMMIT_TIMESTAMP_MS else commit_timestamp_ms,
         None if retention_time_ms == DEFAULT_RETENTION_TIME_MS else now + retention_time_ms,
-    )
+    ))

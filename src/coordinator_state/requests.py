@@ -443,8 +443,7 @@ def _parse_join(reply: Reply, timestamp: int, client_host: str, body: dict[str, 
     instance = _nullable_string(body.get("group_instance_id"), "body.group_instance_id") if v >= 5 else None
     if v >= 8:
         _nullable_string(body.get("reason"), "body.reason")
-    protocols = [Protocol(name, metadata)
-                 for name, metadata in _string_and_bytes_list(body, "protocols", "name", "metadata")]
+    protocols = [new_record(Protocol, pair) for pair in _string_and_bytes_list(body, "protocols", "name", "metadata")]
     return JoinGroup(
         reply, timestamp, client_host,
         group_id=_string(_required(body, "group_id", where), "body.group_id"),
@@ -539,7 +538,7 @@ def _parse_offset_commit(reply: Reply, timestamp: int, client_host: str, body: d
                         and type(offset) is int and INT64_MIN <= offset <= INT64_MAX
                         and type(epoch) is int and INT32_MIN <= epoch <= INT32_MAX
                         and (metadata is None or (type(metadata) is str and metadata.isascii()))):
-                    partitions.append(CommitPartition(index, offset, epoch, -1, metadata))
+                    partitions.append(new_record(CommitPartition, (index, offset, epoch, -1, metadata)))
                     continue
             partitions.append(_commit_partition(part, v, f"{where}.partitions[{j}]"))
         topics.append(CommitTopic(_string(_required(topic, "name", where), f"{where}.name"), tuple(partitions)))
