@@ -21,6 +21,7 @@ from typing import Any
 
 MISSING: Any = object()  # "the key was absent": the before-image of a key a request added
 CLEARED: Any = object()  # "the whole dict was cleared": its before-image is a copy
+RESCHEDULED: Any = object()  # "the timer was moved in place": its before-image is (deadline, seq, payload)
 
 
 class Journal:
@@ -33,7 +34,8 @@ class Journal:
         self.out_length = out_length  # the answers and the offset changes the request appended go
         self.changes_length = changes_length
         self.timer_seq = timer_seq
-        self.entries: list[tuple[dict[Any, Any], Any, Any]] = []  # (dict, key or CLEARED, old value or copy)
+        # (dict, key or CLEARED, old value or copy), or (timer, RESCHEDULED, its old fields)
+        self.entries: list[tuple[Any, Any, Any]] = []
         self.members: list[tuple[Any, tuple[Any, ...]]] = []  # (member, its mutable fields before)
         self.reorder: dict[int, tuple[dict[Any, Any], Callable[[Any], Any]]] = {}
 
@@ -43,6 +45,8 @@ class Journal:
             if key is CLEARED:
                 container.clear()
                 container.update(old)
+            elif key is RESCHEDULED:
+                container.deadline, container.seq, container.payload = old
             elif old is MISSING:
                 container.pop(key, None)
             else:
