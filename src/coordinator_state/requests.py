@@ -250,6 +250,28 @@ def _required(body: dict[str, Any], key: str, where: str) -> Any:
         raise _Bad(f"{where}.{key}: missing") from None
 
 
+def _body_string(body: dict[str, Any], key: str) -> str:
+    """`body[key]`, a required string: a plain ASCII one passes inline, any other goes through the validators."""
+    value = body.get(key)
+    if type(value) is str and value.isascii():
+        return value
+    return _string(_required(body, key, "body"), f"body.{key}")
+
+
+def _body_nullable_string(body: dict[str, Any], key: str) -> str | None:
+    value = body.get(key)
+    if value is None or (type(value) is str and value.isascii()):
+        return value
+    return _string(value, f"body.{key}")
+
+
+def _body_int32(body: dict[str, Any], key: str) -> int:
+    value = body.get(key)
+    if type(value) is int and INT32_MIN <= value <= INT32_MAX:
+        return value
+    return _int32(_required(body, key, "body"), f"body.{key}")
+
+
 def _string_and_bytes_list(body: dict[str, Any], key: str, name: str, data: str) -> list[tuple[str, str]]:
     """`body[key]`: a list of {name: string, data: base64} (protocols, assignments), data made canonical.
 
@@ -436,39 +458,37 @@ def _readable_reply(obj: dict[str, Any]) -> Reply | None:
 
 def _parse_join(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> JoinGroup:
     v = reply.version
-    where = "body"
-    session = _int32(_required(body, "session_timeout_ms", where), "body.session_timeout_ms")
-    rebalance = (_int32(_required(body, "rebalance_timeout_ms", where), "body.rebalance_timeout_ms")
+    session = _body_int32(body, "session_timeout_ms")
+    rebalance = (_body_int32(body, "rebalance_timeout_ms")
                  if v >= 1 else session)
-    instance = _nullable_string(body.get("group_instance_id"), "body.group_instance_id") if v >= 5 else None
+    instance = _body_nullable_string(body, "group_instance_id") if v >= 5 else None
     if v >= 8:
-        _nullable_string(body.get("reason"), "body.reason")
+        _body_nullable_string(body, "reason")
     protocols = [new_record(Protocol, pair) for pair in _string_and_bytes_list(body, "protocols", "name", "metadata")]
     return JoinGroup(
         reply, timestamp, client_host,
-        group_id=_string(_required(body, "group_id", where), "body.group_id"),
+        group_id=_body_string(body, "group_id"),
         session_timeout_ms=session,
         rebalance_timeout_ms=rebalance,
-        member_id=_string(_required(body, "member_id", where), "body.member_id"),
+        member_id=_body_string(body, "member_id"),
         group_instance_id=instance,
-        protocol_type=_string(_required(body, "protocol_type", where), "body.protocol_type"),
+        protocol_type=_body_string(body, "protocol_type"),
         protocols=tuple(protocols),
     )
 
 
 def _parse_sync(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> SyncGroup:
     v = reply.version
-    where = "body"
     assignments = _string_and_bytes_list(body, "assignments", "member_id", "assignment")
     return SyncGroup(
         reply, timestamp,
-        group_id=_string(_required(body, "group_id", where), "body.group_id"),
-        generation_id=_int32(_required(body, "generation_id", where), "body.generation_id"),
-        member_id=_string(_required(body, "member_id", where), "body.member_id"),
-        group_instance_id=(_nullable_string(body.get("group_instance_id"), "body.group_instance_id")
+        group_id=_body_string(body, "group_id"),
+        generation_id=_body_int32(body, "generation_id"),
+        member_id=_body_string(body, "member_id"),
+        group_instance_id=(_body_nullable_string(body, "group_instance_id")
                            if v >= 3 else None),
-        protocol_type=_nullable_string(body.get("protocol_type"), "body.protocol_type") if v >= 5 else None,
-        protocol_name=_nullable_string(body.get("protocol_name"), "body.protocol_name") if v >= 5 else None,
+        protocol_type=_body_nullable_string(body, "protocol_type") if v >= 5 else None,
+        protocol_name=_body_nullable_string(body, "protocol_name") if v >= 5 else None,
         assignments=tuple(assignments),
     )
 
@@ -480,21 +500,21 @@ def _parse_heartbeat(reply: Reply, timestamp: int, client_host: str, body: dict[
     instance = body.get("group_instance_id") if reply.version >= 3 else None
     # The hot path: plain strings and int32s pass these checks without calling the validators.
     if not (type(group_id) is str and group_id.isascii()):
-        group_id = _string(_required(body, "group_id", "body"), "body.group_id")
+        group_id = _body_string(body, "group_id")
     if not (type(generation_id) is int and INT32_MIN <= generation_id <= INT32_MAX):
-        generation_id = _int32(_required(body, "generation_id", "body"), "body.generation_id")
+        generation_id = _body_int32(body, "generation_id")
     if not (type(member_id) is str and member_id.isascii()):
-        member_id = _string(_required(body, "member_id", "body"), "body.member_id")
+        member_id = _body_string(body, "member_id")
     if instance is not None and not (type(instance) is str and instance.isascii()):
         instance = _string(instance, "body.group_instance_id")
     return new_record(Heartbeat, (reply, timestamp, group_id, generation_id, member_id, instance))
 
 
 def _parse_leave(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> LeaveGroup:
-    group_id = _string(_required(body, "group_id", "body"), "body.group_id")
+    group_id = _body_string(body, "group_id")
     entries: tuple[LeaveEntry, ...]
     if reply.version <= 2:
-        entries = (LeaveEntry(_string(_required(body, "member_id", "body"), "body.member_id"), None),)
+        entries = (LeaveEntry(_body_string(body, "member_id"), None),)
     else:
         parsed = []
         for i, item in enumerate(_list(_required(body, "members", "body"), "body.members")):
@@ -544,11 +564,11 @@ def _parse_offset_commit(reply: Reply, timestamp: int, client_host: str, body: d
         topics.append(CommitTopic(_string(_required(topic, "name", where), f"{where}.name"), tuple(partitions)))
     return OffsetCommit(
         reply, timestamp,
-        group_id=_string(_required(body, "group_id", "body"), "body.group_id"),
+        group_id=_body_string(body, "group_id"),
         generation_id=(_int32(body.get("generation_id_or_member_epoch", -1), "body.generation_id_or_member_epoch")
                        if v >= 1 else -1),
-        member_id=_string(_required(body, "member_id", "body"), "body.member_id") if v >= 1 else "",
-        group_instance_id=(_nullable_string(body.get("group_instance_id"), "body.group_instance_id")
+        member_id=_body_string(body, "member_id") if v >= 1 else "",
+        group_instance_id=(_body_nullable_string(body, "group_instance_id")
                            if v >= 7 else None),
         retention_time_ms=_int64(body.get("retention_time_ms", -1), "body.retention_time_ms") if 2 <= v <= 4 else -1,
         topics=tuple(topics),
@@ -583,7 +603,7 @@ def _parse_offset_fetch(reply: Reply, timestamp: int, client_host: str, body: di
         _boolean(body.get("require_stable", False), "body.require_stable")
     if v <= 7:
         topics_value = _required(body, "topics", "body") if v <= 1 else body.get("topics")
-        return OffsetFetch(reply, timestamp, _string(_required(body, "group_id", "body"), "body.group_id"),
+        return OffsetFetch(reply, timestamp, _body_string(body, "group_id"),
                            _fetch_topics(topics_value, "body.topics", nullable=v >= 2))
     group = _object(_one_group(body), "body.groups[0]")
     if v >= 9:
