@@ -459,38 +459,29 @@ def _readable_reply(obj: dict[str, Any]) -> Reply | None:
 def _parse_join(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> JoinGroup:
     v = reply.version
     session = _body_int32(body, "session_timeout_ms")
-    rebalance = (_body_int32(body, "rebalance_timeout_ms")
-                 if v >= 1 else session)
+    rebalance = _body_int32(body, "rebalance_timeout_ms") if v >= 1 else session
     instance = _body_nullable_string(body, "group_instance_id") if v >= 5 else None
     if v >= 8:
         _body_nullable_string(body, "reason")
     protocols = [new_record(Protocol, pair) for pair in _string_and_bytes_list(body, "protocols", "name", "metadata")]
-    return JoinGroup(
-        reply, timestamp, client_host,
-        group_id=_body_string(body, "group_id"),
-        session_timeout_ms=session,
-        rebalance_timeout_ms=rebalance,
-        member_id=_body_string(body, "member_id"),
-        group_instance_id=instance,
-        protocol_type=_body_string(body, "protocol_type"),
-        protocols=tuple(protocols),
-    )
+    group_id = _body_string(body, "group_id")
+    member_id = _body_string(body, "member_id")
+    protocol_type = _body_string(body, "protocol_type")
+    return new_record(JoinGroup, (reply, timestamp, client_host, group_id, session, rebalance, member_id, instance,
+                                  protocol_type, tuple(protocols)))
 
 
 def _parse_sync(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> SyncGroup:
     v = reply.version
     assignments = _string_and_bytes_list(body, "assignments", "member_id", "assignment")
-    return SyncGroup(
-        reply, timestamp,
-        group_id=_body_string(body, "group_id"),
-        generation_id=_body_int32(body, "generation_id"),
-        member_id=_body_string(body, "member_id"),
-        group_instance_id=(_body_nullable_string(body, "group_instance_id")
-                           if v >= 3 else None),
-        protocol_type=_body_nullable_string(body, "protocol_type") if v >= 5 else None,
-        protocol_name=_body_nullable_string(body, "protocol_name") if v >= 5 else None,
-        assignments=tuple(assignments),
-    )
+    group_id = _body_string(body, "group_id")
+    generation_id = _body_int32(body, "generation_id")
+    member_id = _body_string(body, "member_id")
+    instance = _body_nullable_string(body, "group_instance_id") if v >= 3 else None
+    protocol_type = _body_nullable_string(body, "protocol_type") if v >= 5 else None
+    protocol_name = _body_nullable_string(body, "protocol_name") if v >= 5 else None
+    return new_record(SyncGroup, (reply, timestamp, group_id, generation_id, member_id, instance, protocol_type,
+                                  protocol_name, tuple(assignments)))
 
 
 def _parse_heartbeat(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> Heartbeat:
