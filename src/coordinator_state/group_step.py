@@ -32,12 +32,13 @@ _EMPTY_GROUP_ID_ALLOWED = (OffsetCommit, OffsetFetch, DescribeGroups)
 
 def _precheck(req: Request, config: EngineConfig) -> Error | None:
     """The checks that come before the group is looked at (SEMANTICS.md 5.2, 6.1, 7, 8.2)."""
-    if isinstance(req, SyncGroup) and req.reply.version >= 5 and (
+    # `type(...) is`: the records are final, and a failing isinstance walks the class's bases (every request).
+    if type(req) is SyncGroup and req.reply.version >= 5 and (
             req.protocol_type is None or req.protocol_name is None):
         return Error.INCONSISTENT_GROUP_PROTOCOL
     if req.group_id == "" and not isinstance(req, _EMPTY_GROUP_ID_ALLOWED):
         return Error.INVALID_GROUP_ID
-    if isinstance(req, JoinGroup) and not (
+    if type(req) is JoinGroup and not (
             config.min_session_timeout_ms <= req.session_timeout_ms <= config.max_session_timeout_ms):
         return Error.INVALID_SESSION_TIMEOUT
     return None
