@@ -22,12 +22,21 @@ a transition, new subscriptions) marks it for rescheduling at the end of the eve
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, ClassVar
 
 from .config import EngineConfig
-from .errors import Error
+from .errors import NO_ERROR, Error
 from .journal import CLEARED, MISSING, Journal
-from .model import VALID_PREVIOUS_STATES, ClassicGroupState, IllegalTransition, Member
+from .model import (
+    COMPLETING,
+    EMPTY,
+    PREPARING,
+    STABLE,
+    VALID_PREVIOUS_STATES,
+    ClassicGroupState,
+    IllegalTransition,
+    Member,
+)
 from .offsets import (
     CONSUMER_PROTOCOL_TYPE,
     CommittedOffset,
@@ -36,25 +45,38 @@ from .offsets import (
     OffsetStore,
     expiry_condition,
 )
-from .requests import JoinGroup, Reply
+from .requests import JoinGroup, Reply, new_record
 from .responses import Response, envelope, join_body, sync_body
 from .subscriptions import subscribed_topics
-from .timers import Timer, TimerKind, Timers
+from .timers import (
+    HEARTBEAT_TIMER,
+    JOIN_TIMER,
+    OFFSETS_TIMER,
+    RETENTION_TIMER,
+    SYNC_TIMER,
+    Timer,
+    Timers,
+)
 
 # Kafka's fixed timeout for a new member to complete its first join (NEW_MEMBER_JOIN_TIMEOUT_MS).
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300000
-
-EMPTY = ClassicGroupState.EMPTY
-PREPARING = ClassicGroupState.PREPARING_REBALANCE
-COMPLETING = ClassicGroupState.COMPLETING_REBALANCE
-STABLE = ClassicGroupState.STABLE
-DEAD = ClassicGroupState.DEAD
 
 MemberListEntry = tuple[str, str | None, str]  # (member_id, group_instance_id, metadata)
 
 
 class Group:
     """A consumer group's data (SEMANTICS.md 1.1) and the procedures of its section 4."""
+
+    # Slots, not a __dict__: attribute reads and method calls on a group are the engine's most frequent
+    # operations, and CPython specialises them for slots (a __dict__ that was ever read, as a journal copying
+    # it would, turns every method call on the group generic).
+    __slots__ = ("_condition", "_dirty", "_expiry_moved", "_new_deadline", "awaiting_join", "changed_at", "clock",
+                 "config", "created_ms", "generation_id", "group_id", "journal", "leader", "members",
+                 "new_member_added", "next_id_seq", "next_rank", "offset_changes", "offsets", "out", "pending_members",
+                 "pending_sync", "previous_state", "protocol_counts", "protocol_name", "protocol_type", "removed",
+                 "state", "state_since_ms", "static_members", "subscribed_topics", "timers", "version")
+    # Set once, at creation: the undo journal does not save them.
+    CONSTANT_ATTRIBUTES: ClassVar[frozenset[str]] = frozenset({"group_id", "config", "created_ms", "journal"})
 
     def __init__(self, group_id: str, created_ms: int, config: EngineConfig) -> None:
         self.group_id = group_id
@@ -98,7 +120,7 @@ class Group:
     def create(cls, group_id: str, t: int, config: EngineConfig) -> Group:
         """A new Empty group (SEMANTICS.md 5.2 row 4), with its retention timer running."""
         group = cls(group_id, t, config)
-        group.timers.schedule(TimerKind.RETENTION, "", t + config.empty_group_retention_ms)
+        group.timers.schedule(RETENTION_TIMER, "", t + config.empty_group_retention_ms)
         group.version = 1
         return group
 
@@ -106,9 +128,26 @@ class Group:
 
     def begin(self) -> None:
         """Starts recording before-images: a request is about to be applied."""
-        self.journal = Journal(self.__dict__.copy(), dict(self.protocol_counts), len(self.out), self.timers.next_seq,
-                               len(self.offset_changes))
-        self.timers.journal = self.journal
+        self.journal = self.timers.journal = Journal(self.saved_attributes(), len(self.out), self.timers.next_seq,
+                                                     len(self.offset_changes))
+
+    def saved_attributes(self) -> tuple[Any, ...]:
+        """Every attribute but the constant ones, as `restore_attributes` takes them: containers by reference
+        (their contents are journaled entry by entry), except `protocol_counts`, small, copied."""
+        return (self._condition, self._dirty, self._expiry_moved, self._new_deadline, self.awaiting_join,
+                self.changed_at, self.clock, self.generation_id, self.leader, self.members, self.new_member_added,
+                self.next_id_seq, self.next_rank, self.offset_changes, self.offsets, self.out, self.pending_members,
+                self.pending_sync, self.previous_state, dict(self.protocol_counts), self.protocol_name,
+                self.protocol_type, self.removed, self.state, self.state_since_ms, self.static_members,
+                self.subscribed_topics, self.timers, self.version)
+
+    def restore_attributes(self, saved: tuple[Any, ...]) -> None:
+        (self._condition, self._dirty, self._expiry_moved, self._new_deadline, self.awaiting_join,
+         self.changed_at, self.clock, self.generation_id, self.leader, self.members, self.new_member_added,
+         self.next_id_seq, self.next_rank, self.offset_changes, self.offsets, self.out, self.pending_members,
+         self.pending_sync, self.previous_state, self.protocol_counts, self.protocol_name,
+         self.protocol_type, self.removed, self.state, self.state_since_ms, self.static_members,
+         self.subscribed_topics, self.timers, self.version) = saved
 
     def commit(self) -> None:
         """The request is applied: its changes stay."""
@@ -124,8 +163,7 @@ class Group:
             member.restore(fields)
         # Every attribute back to the value (for containers: the object) it had; the containers' contents
         # were restored above, except these that are not journaled entry by entry.
-        self.__dict__.update(journal.attributes)
-        self.protocol_counts = journal.protocol_counts
+        self.restore_attributes(journal.attributes)
         del self.out[journal.out_length:]
         del self.offset_changes[journal.changes_length:]
         self.timers.next_seq = journal.timer_seq
@@ -172,7 +210,7 @@ class Group:
             timer = self.timers.pop_due(now)
             if timer is None:
                 return
-            t = max(timer.deadline, self.clock)
+            t = timer.deadline if timer.deadline > self.clock else self.clock
             self.clock = t
             self._fire(timer, t)
             self.end_event(t)
@@ -193,9 +231,9 @@ class Group:
         elif self._new_deadline is not None:
             # A commit can only bring the next expiry earlier through its own offset: a timer left too early
             # by an offset it replaced fires, finds nothing expired and moves on.
-            timer = self.timers.get(TimerKind.OFFSETS)
+            timer = self.timers.get(OFFSETS_TIMER)
             if timer is None or self._new_deadline < timer.deadline:
-                self.timers.schedule(TimerKind.OFFSETS, "", self._new_deadline)
+                self.timers.schedule(OFFSETS_TIMER, "", self._new_deadline)
             self._new_deadline = None
         if self._dirty:
             self._dirty = False
@@ -208,19 +246,19 @@ class Group:
 
     def _fire(self, timer: Timer, t: int) -> None:
         kind = timer.kind
-        if kind is TimerKind.HEARTBEAT:
+        if kind is HEARTBEAT_TIMER:
             if timer.target in self.pending_members:
                 self._pending_expiry(timer.target, t)
             else:
                 self._session_expiry(timer.target, t)
-        elif kind is TimerKind.JOIN:
+        elif kind is JOIN_TIMER:
             if timer.payload:
                 self._initial_delay_fire(timer.payload[0], timer.payload[1], t)
             else:
                 self.complete_join(t)
-        elif kind is TimerKind.SYNC:
+        elif kind is SYNC_TIMER:
             self._pending_sync_expiry(timer.payload[0], t)
-        elif kind is TimerKind.OFFSETS:
+        elif kind is OFFSETS_TIMER:
             self._expire_offsets(t)
         elif self.state is EMPTY and not self.offsets:  # RETENTION; a group with offsets goes with its last one
             self.removed = True
@@ -236,7 +274,7 @@ class Group:
                 return Error.UNKNOWN_MEMBER_ID
             if mapped != member_id:
                 return Error.FENCED_INSTANCE_ID
-        return Error.NONE if member_id in self.members else Error.UNKNOWN_MEMBER_ID
+        return NO_ERROR if member_id in self.members else Error.UNKNOWN_MEMBER_ID
 
     def add_member(self, member_id: str, req: JoinGroup, t: int) -> None:
         """AddMember (4.5): the new member's JoinGroup stays parked until the join phase completes."""
@@ -255,8 +293,8 @@ class Group:
         if member.group_instance_id is not None:
             self.put(self.static_members, member.group_instance_id, member_id)
         self.pop(self.pending_members, member_id)
-        self.timers.cancel(TimerKind.RETENTION)
-        self.timers.schedule(TimerKind.HEARTBEAT, member_id, t + NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self.timers.cancel(RETENTION_TIMER)
+        self.timers.schedule(HEARTBEAT_TIMER, member_id, t + NEW_MEMBER_JOIN_TIMEOUT_MS)
         self.touch()
         self.maybe_prepare_rebalance_or_complete_join(t)
 
@@ -319,10 +357,10 @@ class Group:
     def synced(self, member_id: str) -> None:
         """`member_id` sent its SyncGroup: the pending-sync timer stops when nobody is left to sync."""
         if self.pop(self.pending_sync, member_id) is not MISSING and not self.pending_sync:
-            self.timers.cancel(TimerKind.SYNC)
+            self.timers.cancel(SYNC_TIMER)
 
     def schedule_session(self, member: Member, t: int) -> None:
-        self.timers.schedule(TimerKind.HEARTBEAT, member.member_id, t + member.session_timeout_ms)
+        self.timers.schedule(HEARTBEAT_TIMER, member.member_id, t + member.session_timeout_ms)
 
     # ------------------------------------------------------------------ rebalance (4.7, 4.8, 12)
 
@@ -356,18 +394,18 @@ class Group:
                     member.sync_waiter = None
                     self.schedule_session(member, t)
         self.clear(self.pending_sync)
-        self.timers.cancel(TimerKind.SYNC)
+        self.timers.cancel(SYNC_TIMER)
         initial = self.state is EMPTY
         if initial:
             delay = self.config.initial_rebalance_delay_ms
             remaining = max(self.group_rebalance_timeout() - delay, 0)
-            self.timers.schedule(TimerKind.JOIN, "", t + delay, (delay, remaining))
+            self.timers.schedule(JOIN_TIMER, "", t + delay, (delay, remaining))
         self.transition_to(PREPARING)
         if not initial:
             if self.all_joined():
                 self.complete_join(t)
             else:
-                self.timers.schedule(TimerKind.JOIN, "", t + self.group_rebalance_timeout())
+                self.timers.schedule(JOIN_TIMER, "", t + self.group_rebalance_timeout())
 
     def _initial_delay_fire(self, delay: int, remaining: int, t: int) -> None:
         """KIP-134: extend the initial delay while new members keep arriving, up to the rebalance timeout."""
@@ -375,19 +413,19 @@ class Group:
             self.new_member_added = False
             new_delay = min(self.config.initial_rebalance_delay_ms, remaining)
             new_remaining = max(remaining - delay, 0)
-            self.timers.schedule(TimerKind.JOIN, "", t + new_delay, (new_delay, new_remaining))
+            self.timers.schedule(JOIN_TIMER, "", t + new_delay, (new_delay, new_remaining))
         else:
             self.complete_join(t)
 
     def complete_join(self, t: int) -> None:
         """CompleteJoin (4.8)."""
-        self.timers.cancel(TimerKind.JOIN)
+        self.timers.cancel(JOIN_TIMER)
         for member in [m for m in self.members.values() if m.join_waiter is None and m.group_instance_id is None]:
             self.remove(member.member_id)
-            self.timers.cancel(TimerKind.HEARTBEAT, member.member_id)
+            self.timers.cancel(HEARTBEAT_TIMER, member.member_id)
         if not self._elect_joined_leader() and self.members:
             # Only static members that did not rejoin are left: wait for them, or for their sessions.
-            self.timers.schedule(TimerKind.JOIN, "", t + self.group_rebalance_timeout())
+            self.timers.schedule(JOIN_TIMER, "", t + self.group_rebalance_timeout())
             return
         self.generation_id += 1
         self.clear(self.pending_sync)
@@ -396,7 +434,7 @@ class Group:
             self.protocol_name = None
             self._compute_subscribed_topics()
             self.transition_to(EMPTY)
-            self.timers.schedule(TimerKind.RETENTION, "", t + self.config.empty_group_retention_ms)
+            self.timers.schedule(RETENTION_TIMER, "", t + self.config.empty_group_retention_ms)
             return
         self.protocol_name = self.select_protocol()
         self._compute_subscribed_topics()
@@ -406,7 +444,7 @@ class Group:
             self.changing(member)
             if member.join_waiter is not None:
                 members = self.member_list() if member.member_id == leader else []
-                self.answer_join(member.join_waiter, t, Error.NONE, member_id=member.member_id,
+                self.answer_join(member.join_waiter, t, NO_ERROR, member_id=member.member_id,
                                  generation_id=self.generation_id, protocol_type=self.protocol_type,
                                  protocol_name=self.protocol_name, leader=leader, members=members)
                 member.join_waiter = None
@@ -414,7 +452,7 @@ class Group:
             member.is_new = False
             self.put(self.pending_sync, member.member_id, member.rank)
         self.awaiting_join = 0
-        self.timers.schedule(TimerKind.SYNC, "", t + self.group_rebalance_timeout(), (self.generation_id,))
+        self.timers.schedule(SYNC_TIMER, "", t + self.group_rebalance_timeout(), (self.generation_id,))
 
     def _elect_joined_leader(self) -> bool:
         if self.leader is None:
@@ -460,7 +498,7 @@ class Group:
     def commit_offset(self, topic: str, partition: int, value: CommittedOffset) -> None:
         """Stores one committed offset and records the change for the offsets topic."""
         self.put(self.offsets.entries, (topic, partition), value)
-        self.offset_changes.append(OffsetChange(self.group_id, topic, partition, value))
+        self.offset_changes.append(new_record(OffsetChange, (self.group_id, topic, partition, value)))
         condition = self.expiry_condition()
         deadline = None if condition is None else condition.deadline(topic, value)
         if deadline is not None and (self._new_deadline is None or deadline < self._new_deadline):
@@ -480,11 +518,11 @@ class Group:
     def _reschedule_offset_expiry(self) -> None:
         self._condition = None
         deadline = self.offsets.next_deadline(self.expiry_condition())
-        timer = self.timers.get(TimerKind.OFFSETS)
+        timer = self.timers.get(OFFSETS_TIMER)
         if deadline is None:
-            self.timers.cancel(TimerKind.OFFSETS)
+            self.timers.cancel(OFFSETS_TIMER)
         elif timer is None or timer.deadline != deadline:
-            self.timers.schedule(TimerKind.OFFSETS, "", deadline)
+            self.timers.schedule(OFFSETS_TIMER, "", deadline)
 
     def _expire_offsets(self, t: int) -> None:
         """OffsetExpiry (9.3): drop what expired by `t`; an Empty group whose last offset went is removed."""
@@ -530,7 +568,7 @@ class Group:
             return
         for member_id in list(self.pending_sync):
             self.remove(member_id)
-            self.timers.cancel(TimerKind.HEARTBEAT, member_id)
+            self.timers.cancel(HEARTBEAT_TIMER, member_id)
         self.prepare_rebalance(t)
 
     # ------------------------------------------------------------------ answers
@@ -546,7 +584,7 @@ class Group:
     def answer_sync(self, reply: Reply, t: int, error: Error, assignment: str = "") -> None:
         body = (sync_body(reply.version, error, assignment=assignment, protocol_type=self.protocol_type,
                           protocol_name=self.protocol_name)
-                if error is Error.NONE else sync_body(reply.version, error))
+                if error is NO_ERROR else sync_body(reply.version, error))
         self.answer(reply, t, body)
 
     # ------------------------------------------------------------------ snapshot (PROTOCOL.md 4)

@@ -32,12 +32,13 @@ _EMPTY_GROUP_ID_ALLOWED = (OffsetCommit, OffsetFetch, DescribeGroups)
 
 def _precheck(req: Request, config: EngineConfig) -> Error | None:
     """The checks that come before the group is looked at (SEMANTICS.md 5.2, 6.1, 7, 8.2)."""
-    if isinstance(req, SyncGroup) and req.reply.version >= 5 and (
+    # `type(...) is`: the records are final, and a failing isinstance walks the class's bases (every request).
+    if type(req) is SyncGroup and req.reply.version >= 5 and (
             req.protocol_type is None or req.protocol_name is None):
         return Error.INCONSISTENT_GROUP_PROTOCOL
     if req.group_id == "" and not isinstance(req, _EMPTY_GROUP_ID_ALLOWED):
         return Error.INVALID_GROUP_ID
-    if isinstance(req, JoinGroup) and not (
+    if type(req) is JoinGroup and not (
             config.min_session_timeout_ms <= req.session_timeout_ms <= config.max_session_timeout_ms):
         return Error.INVALID_SESSION_TIMEOUT
     return None
@@ -74,11 +75,13 @@ def handle_in_group(
     offset_changes = [] if changes is None else changes
     responses: list[Response] = []
     if group is not None:
-        now = max(now, group.clock)  # the group's clock never goes back
+        if now < group.clock:  # the group's clock never goes back
+            now = group.clock
         group.fire_due(now)  # timers due at or before the request fire first (SEMANTICS.md T2)
         if group.out:
             responses = group.drain()
-        offset_changes += group.drain_offset_changes()
+        if group.offset_changes:
+            offset_changes += group.drain_offset_changes()
         if group.removed:
             group = None
     error = _precheck(req, config)
@@ -104,7 +107,8 @@ def handle_in_group(
     group.commit()
     if group.out:
         responses += group.drain()
-    offset_changes += group.drain_offset_changes()
+    if group.offset_changes:
+        offset_changes += group.drain_offset_changes()
     return (None if group.removed else group), responses
 
 
@@ -145,10 +149,12 @@ def run_group(
         if group.removed:
             group = None
     for req in requests:
-        if req.timestamp_ms < watermark_ms:
+        now = req.timestamp_ms
+        if now < watermark_ms:
             late += 1
+            now = watermark_ms
         before = group
-        group, out = handle_in_group(group, req, max(req.timestamp_ms, watermark_ms), config, changes)
+        group, out = handle_in_group(group, req, now, config, changes)
         responses += out
         if group is not None and group is not before:
             existed = True

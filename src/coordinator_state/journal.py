@@ -1,7 +1,7 @@
 """An undo journal: what one request changes in its group, so that a handler that raises changes nothing.
 
 Theory of operation (Kafka's coordinator does the same with its timeline data structures). While a
-request is applied, the group has a `Journal`: the group's attributes are copied when it starts (scalars
+request is applied, the group has a `Journal`: the group's attributes are saved when it starts (scalars
 by value, containers by reference), and every change to a container's contents or to a member records
 its before-image as it happens (`Group.put`, `Group.pop`, `Group.clear`, `Group.changing`; the timers
 record their own). A container a later change adds to the group must go through those too. Committing
@@ -21,22 +21,21 @@ from typing import Any
 
 MISSING: Any = object()  # "the key was absent": the before-image of a key a request added
 CLEARED: Any = object()  # "the whole dict was cleared": its before-image is a copy
+RESCHEDULED: Any = object()  # "the timer was moved in place": its before-image is (deadline, seq, payload)
 
 
 class Journal:
     """The before-images of one request's changes, newest last."""
 
-    __slots__ = ("attributes", "changes_length", "entries", "members", "out_length", "protocol_counts", "reorder",
-                 "timer_seq")
+    __slots__ = ("attributes", "changes_length", "entries", "members", "out_length", "reorder", "timer_seq")
 
-    def __init__(self, attributes: dict[str, Any], protocol_counts: dict[str, int], out_length: int,
-                 timer_seq: int, changes_length: int = 0) -> None:
-        self.attributes = attributes  # the group's __dict__ at the start
-        self.protocol_counts = protocol_counts  # a copy: small, so not journaled entry by entry
+    def __init__(self, attributes: tuple[Any, ...], out_length: int, timer_seq: int, changes_length: int = 0) -> None:
+        self.attributes = attributes  # the group's attributes at the start (Group.saved_attributes)
         self.out_length = out_length  # the answers and the offset changes the request appended go
         self.changes_length = changes_length
         self.timer_seq = timer_seq
-        self.entries: list[tuple[dict[Any, Any], Any, Any]] = []  # (dict, key or CLEARED, old value or copy)
+        # (dict, key or CLEARED, old value or copy), or (timer, RESCHEDULED, its old fields)
+        self.entries: list[tuple[Any, Any, Any]] = []
         self.members: list[tuple[Any, tuple[Any, ...]]] = []  # (member, its mutable fields before)
         self.reorder: dict[int, tuple[dict[Any, Any], Callable[[Any], Any]]] = {}
 
@@ -46,6 +45,8 @@ class Journal:
             if key is CLEARED:
                 container.clear()
                 container.update(old)
+            elif key is RESCHEDULED:
+                container.deadline, container.seq, container.payload = old
             elif old is MISSING:
                 container.pop(key, None)
             else:

@@ -26,7 +26,8 @@ class LocalCoordinator:
         self.invalid: list[Invalid] = []
         self.offset_changes: list[OffsetChange] = []  # every committed offset set or expired, in order
         self._clock = 0
-        # Each group's earliest deadline, lazily: an entry is live while it equals _queued[group_id].
+        # Each group's earliest deadline, lazily: an entry is live while it equals _queued[group_id], which is a
+        # lower bound of the group's next deadline (a deadline moved later leaves it be).
         self._queue: list[tuple[int, int, str]] = []
         self._queued: dict[str, int] = {}
         self._queue_seq = 0
@@ -45,14 +46,14 @@ class LocalCoordinator:
             response = invalid_response(parsed)
             return [] if response is None else [response]
         self.counters["requests"] += 1
-        if parsed.timestamp_ms < self._clock:
+        now = parsed.timestamp_ms
+        if now < self._clock:
             self.counters["late_requests"] += 1
+            now = self._clock
         if isinstance(parsed, ListGroups):
             return self._list_groups(parsed)
         group_id = parsed.group_id
-        group, responses = handle_in_group(
-            self.groups.get(group_id), parsed, max(parsed.timestamp_ms, self._clock), self.config,
-            self.offset_changes)
+        group, responses = handle_in_group(self.groups.get(group_id), parsed, now, self.config, self.offset_changes)
         self._store(group_id, group)
         return responses
 
@@ -102,8 +103,13 @@ class LocalCoordinator:
             self._queued.pop(group_id, None)
             return
         self.groups[group_id] = group
-        deadline = group.next_deadline()
         queued = self._queued.get(group_id)
+        heap = group.timers.heap
+        if queued is not None and (not heap or heap[0][0] >= queued):
+            # The top of the group's timer heap is a lower bound of its next deadline (stale entries are dropped
+            # lazily): the queued entry still comes first, so the next deadline need not be looked for.
+            return
+        deadline = group.next_deadline()
         if deadline is not None and (queued is None or deadline < queued):
             self._queued[group_id] = deadline
             self._queue_seq += 1

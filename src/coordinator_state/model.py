@@ -55,6 +55,13 @@ class ClassicGroupState(StrEnum):
     removed group is gone at once, with a tombstone. Goes to: nothing."""
 
 
+# The states as module constants, for the paths every request takes (see errors.NO_ERROR).
+EMPTY = ClassicGroupState.EMPTY
+PREPARING = ClassicGroupState.PREPARING_REBALANCE
+COMPLETING = ClassicGroupState.COMPLETING_REBALANCE
+STABLE = ClassicGroupState.STABLE
+DEAD = ClassicGroupState.DEAD
+
 # The name this enum had before: kept for code that imports it (not PySpark's GroupState of job.py).
 GroupState = ClassicGroupState
 

@@ -24,8 +24,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from .errors import Error
-from .model import ClassicGroupState
+from .errors import NO_ERROR, Error
+from .model import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, ClassicGroupState
+from .requests import new_record
 
 NO_OFFSET = -1  # what OffsetFetch answers for a partition with no committed offset
 NO_LEADER_EPOCH = -1
@@ -219,26 +220,26 @@ def commit_error(
     validate_member: Callable[[str, str | None], Error],
 ) -> Error:
     """ClassicGroup.validateOffsetCommit for a (non-transactional) OffsetCommit; Error.NONE to accept."""
-    if state is ClassicGroupState.DEAD:
+    if state is DEAD:
         return Error.COORDINATOR_NOT_AVAILABLE
-    if generation_id < 0 and state is ClassicGroupState.EMPTY:
-        return Error.NONE  # a simple commit: member id and instance id are not looked at
+    if generation_id < 0 and state is EMPTY:
+        return NO_ERROR  # a simple commit: member id and instance id are not looked at
     if generation_id >= 0 or member_id != "" or group_instance_id is not None:
         error = validate_member(member_id, group_instance_id)
-        if error is not Error.NONE:
+        if error is not NO_ERROR:
             return error
         if generation_id != group_generation_id:
             return Error.ILLEGAL_GENERATION
-    elif state is not ClassicGroupState.EMPTY:
+    elif state is not EMPTY:
         return Error.UNKNOWN_MEMBER_ID  # no member id and no generation: only an Empty group takes it
-    if state is ClassicGroupState.COMPLETING_REBALANCE:
+    if state is COMPLETING:
         return Error.REBALANCE_IN_PROGRESS
-    return Error.NONE
+    return NO_ERROR
 
 
 def commit_keeps_session(state: ClassicGroupState) -> bool:
     """An accepted commit is a heartbeat in Stable and PreparingRebalance (OffsetMetadataManager.commitOffset)."""
-    return state is ClassicGroupState.STABLE or state is ClassicGroupState.PREPARING_REBALANCE
+    return state is STABLE or state is PREPARING
 
 
 def java_length(text: str) -> int:
@@ -262,10 +263,10 @@ def committed_value(
     retention_time_ms: int,
 ) -> CommittedOffset:
     """OffsetAndMetadata.fromRequest: what one accepted partition of an OffsetCommit stores."""
-    return CommittedOffset(  # offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms
+    return new_record(CommittedOffset, (  # offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms
         offset,
         leader_epoch,
         NO_METADATA if metadata is None else metadata,
         now if commit_timestamp_ms == DEFAULT_COMMIT_TIMESTAMP_MS else commit_timestamp_ms,
         None if retention_time_ms == DEFAULT_RETENTION_TIME_MS else now + retention_time_ms,
-    )
+    ))

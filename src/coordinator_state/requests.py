@@ -31,6 +31,10 @@ MAX_TIMESTAMP_MS = 253402300799999
 
 # The records below are NamedTuples, immutable like frozen dataclasses but built several times faster
 # (measured: 0.5 us against 2.2 us for five fields on CPython 3.11), and every request builds two.
+# On the paths every request takes they are built by `new_record(Record, (field, ...))`, fields in their
+# order: what a NamedTuple's class call does, without the Python-level __new__ it goes through
+# (measured: 0.25 us against 0.73 us for Reply).
+new_record = tuple.__new__
 
 
 class Reply(NamedTuple):
@@ -246,6 +250,28 @@ def _required(body: dict[str, Any], key: str, where: str) -> Any:
         raise _Bad(f"{where}.{key}: missing") from None
 
 
+def _body_string(body: dict[str, Any], key: str) -> str:
+    """`body[key]`, a required string: a plain ASCII one passes inline, any other goes through the validators."""
+    value = body.get(key)
+    if type(value) is str and value.isascii():
+        return value
+    return _string(_required(body, key, "body"), f"body.{key}")
+
+
+def _body_nullable_string(body: dict[str, Any], key: str) -> str | None:
+    value = body.get(key)
+    if value is None or (type(value) is str and value.isascii()):
+        return value
+    return _string(value, f"body.{key}")
+
+
+def _body_int32(body: dict[str, Any], key: str) -> int:
+    value = body.get(key)
+    if type(value) is int and INT32_MIN <= value <= INT32_MAX:
+        return value
+    return _int32(_required(body, key, "body"), f"body.{key}")
+
+
 def _string_and_bytes_list(body: dict[str, Any], key: str, name: str, data: str) -> list[tuple[str, str]]:
     """`body[key]`: a list of {name: string, data: base64} (protocols, assignments), data made canonical.
 
@@ -360,7 +386,7 @@ def _parse_envelope(obj: dict[str, Any], record_ts: int | None, max_skew: int | 
     body = obj.get("body")
     if type(body) is not dict:
         body = _object(_required(obj, "body", "envelope"), "body")
-    parsed: Request | ListGroups = _PARSERS[api](Reply(api, version, correlation_id, client_id, reply_to),
+    parsed: Request | ListGroups = _PARSERS[api](new_record(Reply, (api, version, correlation_id, client_id, reply_to)),
                                                  timestamp, client_host, body)
     return parsed
 
@@ -432,42 +458,30 @@ def _readable_reply(obj: dict[str, Any]) -> Reply | None:
 
 def _parse_join(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> JoinGroup:
     v = reply.version
-    where = "body"
-    session = _int32(_required(body, "session_timeout_ms", where), "body.session_timeout_ms")
-    rebalance = (_int32(_required(body, "rebalance_timeout_ms", where), "body.rebalance_timeout_ms")
-                 if v >= 1 else session)
-    instance = _nullable_string(body.get("group_instance_id"), "body.group_instance_id") if v >= 5 else None
+    session = _body_int32(body, "session_timeout_ms")
+    rebalance = _body_int32(body, "rebalance_timeout_ms") if v >= 1 else session
+    instance = _body_nullable_string(body, "group_instance_id") if v >= 5 else None
     if v >= 8:
-        _nullable_string(body.get("reason"), "body.reason")
-    protocols = [Protocol(name, metadata)
-                 for name, metadata in _string_and_bytes_list(body, "protocols", "name", "metadata")]
-    return JoinGroup(
-        reply, timestamp, client_host,
-        group_id=_string(_required(body, "group_id", where), "body.group_id"),
-        session_timeout_ms=session,
-        rebalance_timeout_ms=rebalance,
-        member_id=_string(_required(body, "member_id", where), "body.member_id"),
-        group_instance_id=instance,
-        protocol_type=_string(_required(body, "protocol_type", where), "body.protocol_type"),
-        protocols=tuple(protocols),
-    )
+        _body_nullable_string(body, "reason")
+    protocols = [new_record(Protocol, pair) for pair in _string_and_bytes_list(body, "protocols", "name", "metadata")]
+    group_id = _body_string(body, "group_id")
+    member_id = _body_string(body, "member_id")
+    protocol_type = _body_string(body, "protocol_type")
+    return new_record(JoinGroup, (reply, timestamp, client_host, group_id, session, rebalance, member_id, instance,
+                                  protocol_type, tuple(protocols)))
 
 
 def _parse_sync(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> SyncGroup:
     v = reply.version
-    where = "body"
     assignments = _string_and_bytes_list(body, "assignments", "member_id", "assignment")
-    return SyncGroup(
-        reply, timestamp,
-        group_id=_string(_required(body, "group_id", where), "body.group_id"),
-        generation_id=_int32(_required(body, "generation_id", where), "body.generation_id"),
-        member_id=_string(_required(body, "member_id", where), "body.member_id"),
-        group_instance_id=(_nullable_string(body.get("group_instance_id"), "body.group_instance_id")
-                           if v >= 3 else None),
-        protocol_type=_nullable_string(body.get("protocol_type"), "body.protocol_type") if v >= 5 else None,
-        protocol_name=_nullable_string(body.get("protocol_name"), "body.protocol_name") if v >= 5 else None,
-        assignments=tuple(assignments),
-    )
+    group_id = _body_string(body, "group_id")
+    generation_id = _body_int32(body, "generation_id")
+    member_id = _body_string(body, "member_id")
+    instance = _body_nullable_string(body, "group_instance_id") if v >= 3 else None
+    protocol_type = _body_nullable_string(body, "protocol_type") if v >= 5 else None
+    protocol_name = _body_nullable_string(body, "protocol_name") if v >= 5 else None
+    return new_record(SyncGroup, (reply, timestamp, group_id, generation_id, member_id, instance, protocol_type,
+                                  protocol_name, tuple(assignments)))
 
 
 def _parse_heartbeat(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> Heartbeat:
@@ -477,21 +491,21 @@ def _parse_heartbeat(reply: Reply, timestamp: int, client_host: str, body: dict[
     instance = body.get("group_instance_id") if reply.version >= 3 else None
     # The hot path: plain strings and int32s pass these checks without calling the validators.
     if not (type(group_id) is str and group_id.isascii()):
-        group_id = _string(_required(body, "group_id", "body"), "body.group_id")
+        group_id = _body_string(body, "group_id")
     if not (type(generation_id) is int and INT32_MIN <= generation_id <= INT32_MAX):
-        generation_id = _int32(_required(body, "generation_id", "body"), "body.generation_id")
+        generation_id = _body_int32(body, "generation_id")
     if not (type(member_id) is str and member_id.isascii()):
-        member_id = _string(_required(body, "member_id", "body"), "body.member_id")
+        member_id = _body_string(body, "member_id")
     if instance is not None and not (type(instance) is str and instance.isascii()):
         instance = _string(instance, "body.group_instance_id")
-    return Heartbeat(reply, timestamp, group_id, generation_id, member_id, instance)
+    return new_record(Heartbeat, (reply, timestamp, group_id, generation_id, member_id, instance))
 
 
 def _parse_leave(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> LeaveGroup:
-    group_id = _string(_required(body, "group_id", "body"), "body.group_id")
+    group_id = _body_string(body, "group_id")
     entries: tuple[LeaveEntry, ...]
     if reply.version <= 2:
-        entries = (LeaveEntry(_string(_required(body, "member_id", "body"), "body.member_id"), None),)
+        entries = (LeaveEntry(_body_string(body, "member_id"), None),)
     else:
         parsed = []
         for i, item in enumerate(_list(_required(body, "members", "body"), "body.members")):
@@ -535,17 +549,17 @@ def _parse_offset_commit(reply: Reply, timestamp: int, client_host: str, body: d
                         and type(offset) is int and INT64_MIN <= offset <= INT64_MAX
                         and type(epoch) is int and INT32_MIN <= epoch <= INT32_MAX
                         and (metadata is None or (type(metadata) is str and metadata.isascii()))):
-                    partitions.append(CommitPartition(index, offset, epoch, -1, metadata))
+                    partitions.append(new_record(CommitPartition, (index, offset, epoch, -1, metadata)))
                     continue
             partitions.append(_commit_partition(part, v, f"{where}.partitions[{j}]"))
         topics.append(CommitTopic(_string(_required(topic, "name", where), f"{where}.name"), tuple(partitions)))
     return OffsetCommit(
         reply, timestamp,
-        group_id=_string(_required(body, "group_id", "body"), "body.group_id"),
+        group_id=_body_string(body, "group_id"),
         generation_id=(_int32(body.get("generation_id_or_member_epoch", -1), "body.generation_id_or_member_epoch")
                        if v >= 1 else -1),
-        member_id=_string(_required(body, "member_id", "body"), "body.member_id") if v >= 1 else "",
-        group_instance_id=(_nullable_string(body.get("group_instance_id"), "body.group_instance_id")
+        member_id=_body_string(body, "member_id") if v >= 1 else "",
+        group_instance_id=(_body_nullable_string(body, "group_instance_id")
                            if v >= 7 else None),
         retention_time_ms=_int64(body.get("retention_time_ms", -1), "body.retention_time_ms") if 2 <= v <= 4 else -1,
         topics=tuple(topics),
@@ -580,7 +594,7 @@ def _parse_offset_fetch(reply: Reply, timestamp: int, client_host: str, body: di
         _boolean(body.get("require_stable", False), "body.require_stable")
     if v <= 7:
         topics_value = _required(body, "topics", "body") if v <= 1 else body.get("topics")
-        return OffsetFetch(reply, timestamp, _string(_required(body, "group_id", "body"), "body.group_id"),
+        return OffsetFetch(reply, timestamp, _body_string(body, "group_id"),
                            _fetch_topics(topics_value, "body.topics", nullable=v >= 2))
     group = _object(_one_group(body), "body.groups[0]")
     if v >= 9:

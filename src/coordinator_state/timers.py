@@ -1,9 +1,16 @@
 """A group's timers: keyed, replaceable, fired in (deadline, scheduling order).
 
 Keys are stable (`heartbeat` + member id, `join`, `sync`, `retention`), so scheduling under a key
-that has a timer replaces it and cancelling a missing key is a no-op (SEMANTICS.md T4). The heap
-keeps stale entries and skips them lazily; `entries` is the truth and is what gets serialised, with
-each timer's sequence number, so the tie order survives a trip through the state store.
+that has a timer replaces it and cancelling a missing key is a no-op (SEMANTICS.md T4). `entries` is
+the truth and is what gets serialised, with each timer's sequence number, so the tie order survives a
+trip through the state store.
+
+The heap is lazy: each live timer has at least one heap entry at or before its own (deadline, seq), so
+the heap's top is a lower bound of the next deadline. Rescheduling a timer later (a heartbeat moving
+a session deadline, the most frequent event there is) changes the timer in place and pushes nothing:
+its old entry, when it comes to the top, is pushed again at the timer's current place. Entries of
+removed timers are dropped when they reach the top, or when the heap is rebuilt from `entries`. A
+heartbeat thus allocates nothing that outlives it, which also spares the garbage collector.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from .journal import MISSING, Journal
+from .journal import MISSING, RESCHEDULED, Journal
 
 
 class TimerKind(StrEnum):
@@ -24,11 +31,18 @@ class TimerKind(StrEnum):
     OFFSETS = "offsets"  # expiry of committed offsets (docs/OFFSETS_AND_LISTING.md section 9)
 
 
+# The kinds as module constants, for the paths every request takes (see errors.NO_ERROR).
+HEARTBEAT_TIMER = TimerKind.HEARTBEAT
+JOIN_TIMER = TimerKind.JOIN
+SYNC_TIMER = TimerKind.SYNC
+RETENTION_TIMER = TimerKind.RETENTION
+OFFSETS_TIMER = TimerKind.OFFSETS
+
 TimerKey = tuple[TimerKind, str]
 
 
 @dataclass(slots=True)
-class Timer:
+class Timer:  # changed in place only by Timers.schedule, which journals it
     kind: TimerKind
     target: str  # member id for HEARTBEAT, "" otherwise
     deadline: int
@@ -47,13 +61,23 @@ class Timers:
     def schedule(self, kind: TimerKind, target: str, deadline: int, payload: tuple[int, ...] = ()) -> None:
         key = (kind, target)
         seq = self.next_seq
-        self.next_seq += 1
+        self.next_seq = seq + 1
         entries = self.entries
-        if self.journal is not None:
-            self.journal.entries.append((entries, key, entries.get(key, MISSING)))
-        entries[key] = Timer(kind, target, deadline, seq, payload)
-        heapq.heappush(self.heap, (deadline, seq, key))
-        if len(self.heap) > 2 * len(self.entries) + 32:
+        timer = entries.get(key)
+        if timer is None:
+            if self.journal is not None:
+                self.journal.entries.append((entries, key, MISSING))
+            entries[key] = Timer(kind, target, deadline, seq, payload)
+            heapq.heappush(self.heap, (deadline, seq, key))
+        else:
+            if self.journal is not None:
+                self.journal.entries.append((timer, RESCHEDULED, (timer.deadline, timer.seq, timer.payload)))
+            if deadline < timer.deadline:  # later, its current heap entry stays a lower bound
+                heapq.heappush(self.heap, (deadline, seq, key))
+            timer.deadline = deadline
+            timer.seq = seq
+            timer.payload = payload
+        if len(self.heap) > 2 * len(entries) + 32:
             self.rebuild_heap()
 
     def cancel(self, kind: TimerKind, target: str = "") -> None:
@@ -63,14 +87,19 @@ class Timers:
         return self.entries.get((kind, target))
 
     def next_deadline(self) -> int | None:
+        """The next deadline; on the way, brings the heap's top to the live timer it belongs to."""
         heap = self.heap
         entries = self.entries
         while heap:
             deadline, seq, key = heap[0]
             timer = entries.get(key)
-            if timer is not None and timer.seq == seq:
-                return deadline
-            heapq.heappop(heap)
+            if timer is not None:
+                if timer.seq == seq:
+                    return deadline
+                if timer.deadline > deadline or (timer.deadline == deadline and timer.seq > seq):
+                    heapq.heapreplace(heap, (timer.deadline, timer.seq, key))  # moved later: its place now
+                    continue
+            heapq.heappop(heap)  # removed, or a timer moved earlier, whose own entry comes first
         return None
 
     def pop_due(self, now: int) -> Timer | None:

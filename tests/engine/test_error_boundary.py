@@ -14,6 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coordinator_state import Api, LocalCoordinator, encode_group
+from coordinator_state.config import EngineConfig
+from coordinator_state.group import Group
 from coordinator_state.handlers import HANDLERS
 from coordinator_state.requests import Request
 
@@ -133,3 +135,16 @@ def test_a_failed_request_that_created_its_group_leaves_it_created_and_empty(fau
 def test_the_handlers_table_covers_every_api() -> None:
     # ListGroups belongs to no group: LocalCoordinator answers it from every group's snapshot.
     assert set(HANDLERS) == set(Api) - {Api.LIST_GROUPS}
+
+
+def test_the_journal_saves_every_attribute_of_a_group_but_its_constant_ones() -> None:
+    """An attribute added to `Group` but left out of the journal would keep a failed request's change."""
+    group = Group.create("g", 0, EngineConfig.from_mapping(None))
+    values = {name: {name: 1} for name in Group.__slots__ if name not in Group.CONSTANT_ATTRIBUTES}
+    for name, value in values.items():
+        setattr(group, name, value)
+    saved = group.saved_attributes()
+    for name in values:
+        setattr(group, name, None)
+    group.restore_attributes(saved)
+    assert {name: getattr(group, name) for name in values} == values

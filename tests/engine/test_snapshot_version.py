@@ -29,19 +29,20 @@ def content(group: Group) -> dict[str, Any]:
 @given(walks, STATIC)
 def test_the_version_grows_exactly_when_the_snapshot_changed(steps: list[tuple[Any, ...]],
                                                             static: dict[str, bool]) -> None:
-    seen: dict[int, tuple[dict[str, Any], int]] = {}
+    # By id(group); the group itself is kept too, so that a group created after one was removed cannot reuse its id.
+    seen: dict[int, tuple[Group, tuple[dict[str, Any], int]]] = {}
     checked = []
     original = Group.end_event
 
     def end_event(group: Group, t: int) -> None:
-        before = seen.get(id(group))
+        before = seen[id(group)][1] if id(group) in seen else None
         if before is None:  # the group as created (version 1), or as decoded
             before = (content(group), group.version) if group.version > 1 else (_created(group), 1)
         original(group, t)
         now = (content(group), group.version)
         changed = now[0] != before[0] or group.removed  # a removed group's snapshot is its tombstone
         assert now[1] == before[1] + changed, (before, now)
-        seen[id(group)] = now
+        seen[id(group)] = (group, now)
         checked.append(changed)
 
     with pytest.MonkeyPatch.context() as patch:

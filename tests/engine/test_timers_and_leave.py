@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from coordinator_state.timers import TimerKind
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from coordinator_state.timers import TimerKind, Timers
 
 from .harness import Env
 
@@ -88,3 +91,33 @@ def test_pending_sync_expiry_removes_members_that_never_sync() -> None:
     env.sleep(3000)
     assert [m["member_id"] for m in env.describe()["members"]] == [members[leader]]
     assert env.describe()["state"] == "PreparingRebalance"  # waiting for the leader to rejoin
+
+
+# Timer operations: (op, target, deadline); the model is a dict fired in (deadline, scheduling order).
+_timer_ops = st.lists(st.tuples(st.sampled_from(["schedule", "cancel", "fire"]), st.sampled_from("abcd"),
+                                st.integers(0, 20)), max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_timer_ops)
+def test_timers_fire_in_deadline_then_scheduling_order_whatever_was_moved_or_cancelled(
+        ops: list[tuple[str, str, int]]) -> None:
+    """The lazy heap (timers moved later in place, stale entries skipped) fires what a plain dict would."""
+    timers = Timers()
+    model: dict[str, tuple[int, int]] = {}  # target -> (deadline, scheduling order)
+    for order, (op, target, deadline) in enumerate(ops):
+        if op == "schedule":
+            timers.schedule(TimerKind.HEARTBEAT, target, deadline)
+            model[target] = (deadline, order)
+        elif op == "cancel":
+            timers.cancel(TimerKind.HEARTBEAT, target)
+            model.pop(target, None)
+        else:  # fire everything due by `deadline`
+            fired = []
+            while (timer := timers.pop_due(deadline)) is not None:
+                fired.append((timer.target, timer.deadline))
+            due = sorted((at, target) for target, at in model.items() if at[0] <= deadline)
+            assert fired == [(target, at[0]) for at, target in due]
+            for _, target in due:
+                del model[target]
+            assert timers.next_deadline() == min((at[0] for at in model.values()), default=None)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import Error
+from ..errors import NO_ERROR, Error
 from ..group import Group
 from ..model import ClassicGroupState
 from ..requests import Heartbeat
@@ -20,7 +20,7 @@ ANSWER_BY_STATE: dict[ClassicGroupState, tuple[Error, bool]] = {
 
 def handle_heartbeat(group: Group, req: Heartbeat, t: int) -> None:
     error = group.validate_member(req.member_id, req.group_instance_id)
-    if error is Error.NONE:
+    if error is NO_ERROR:
         if req.generation_id != group.generation_id:
             error = Error.ILLEGAL_GENERATION  # the session is not refreshed
         else:

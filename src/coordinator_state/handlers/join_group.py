@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..errors import Error
-from ..group import COMPLETING, EMPTY, PREPARING, STABLE, Group
-from ..model import ClassicGroupState, Member
+from ..group import Group
+from ..model import COMPLETING, EMPTY, PREPARING, STABLE, ClassicGroupState, Member
 from ..requests import JoinGroup
 from ..timers import TimerKind
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..errors import Error
-from ..group import COMPLETING, PREPARING, STABLE, Group
+from ..group import Group
+from ..model import COMPLETING, PREPARING, STABLE
 from ..requests import LeaveGroup
 from ..responses import leave_body
 from ..timers import TimerKind

@@ -61,16 +61,18 @@ def handle_offset_commit(group: Group, req: OffsetCommit, t: int) -> None:
     if commit_keeps_session(group.state):
         group.schedule_session(group.members[req.member_id], t)
     max_length = group.config.offset_metadata_max_bytes
+    retention_time_ms = req.retention_time_ms
     results = []
     for topic in req.topics:
+        name = topic.name
         answers = []
-        for p in topic.partitions:
-            if metadata_too_large(p.committed_metadata, max_length):
-                answers.append((p.partition_index, _TOO_LARGE))
+        # Unpacked: one step per partition instead of seven field reads (a NamedTuple's fields are slow to read).
+        for partition, offset, leader_epoch, commit_timestamp_ms, metadata in topic.partitions:
+            if metadata_too_large(metadata, max_length):
+                answers.append((partition, _TOO_LARGE))
                 continue
-            group.commit_offset(topic.name, p.partition_index, committed_value(
-                p.committed_offset, p.committed_leader_epoch, p.committed_metadata, p.commit_timestamp_ms, t,
-                req.retention_time_ms))
-            answers.append((p.partition_index, _NONE))
-        results.append((topic.name, answers))
+            group.commit_offset(name, partition, committed_value(
+                offset, leader_epoch, metadata, commit_timestamp_ms, t, retention_time_ms))
+            answers.append((partition, _NONE))
+        results.append((name, answers))
     group.answer(req.reply, t, commit_body(req.reply.version, _NONE, results))

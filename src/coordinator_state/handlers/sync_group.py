@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..errors import Error
+from ..errors import NO_ERROR, Error
 from ..group import Group
-from ..model import ClassicGroupState, Member
+from ..model import STABLE, ClassicGroupState, Member
 from ..requests import SyncGroup
 
 
@@ -28,16 +28,16 @@ def _park_until_assignment(group: Group, member: Member, req: SyncGroup, t: int)
             group.touch()
     for each in group.members.values():
         if each.sync_waiter is not None:
-            group.answer_sync(each.sync_waiter, t, Error.NONE, each.assignment)
+            group.answer_sync(each.sync_waiter, t, NO_ERROR, each.assignment)
             each.sync_waiter = None
             group.schedule_session(each, t)
-    group.transition_to(ClassicGroupState.STABLE)
+    group.transition_to(STABLE)
 
 
 def _answer_stored_assignment(group: Group, member: Member, req: SyncGroup, t: int) -> None:
     """Stable (6.1 row 11): the member's assignment at once; no session refresh [4.x]."""
     group.synced(member.member_id)
-    group.answer_sync(req.reply, t, Error.NONE, member.assignment)
+    group.answer_sync(req.reply, t, NO_ERROR, member.assignment)
 
 
 SyncAction = Callable[[Group, Member, SyncGroup, int], None]
@@ -58,13 +58,13 @@ def handle_sync_group(group: Group, req: SyncGroup, t: int) -> None:
         group.answer_sync(req.reply, t, refused)
         return
     error = group.validate_member(req.member_id, req.group_instance_id)
-    if error is Error.NONE and req.generation_id != group.generation_id:
+    if error is NO_ERROR and req.generation_id != group.generation_id:
         error = Error.ILLEGAL_GENERATION
-    if error is Error.NONE and (
+    if error is NO_ERROR and (
             (req.protocol_type is not None and req.protocol_type != group.protocol_type)
             or (req.protocol_name is not None and req.protocol_name != group.protocol_name)):
         error = Error.INCONSISTENT_GROUP_PROTOCOL
-    if error is not Error.NONE:
+    if error is not NO_ERROR:
         group.answer_sync(req.reply, t, error)
         return
     action = AFTER_MEMBER_CHECKS[group.state]
