@@ -27,7 +27,7 @@ from coordinator_state import Invalid, ResponseKey, decode_record, parse_raw, re
 from streaming.kafka_source import log_end_offsets
 from streaming.live_job import ensure_topics, start_query
 from streaming.replay import ReplayResult, offset_tombstone, replay_local, replay_spark, tombstone
-from streaming.settings import load_settings
+from streaming.settings import STATEFUL_OPERATORS, load_settings
 from tests.traffic import HOSTILE, build_traffic, write_traffic
 
 pytestmark = [pytest.mark.spark]
@@ -57,11 +57,12 @@ def full_traffic() -> list[bytes]:
     return build_traffic("full")
 
 
+@pytest.mark.parametrize("operator", STATEFUL_OPERATORS)
 def test_spark_replay_in_small_batches_equals_the_local_replay(spark: SparkSession, tmp_path: Path,
-                                                               full_traffic: list[bytes]) -> None:
+                                                               full_traffic: list[bytes], operator: str) -> None:
     """State, timers and watermark carried across micro-batches (the engine's own tests cut the same traffic at
-    every boundary through `run_group`; here it is Spark's state store and event-time timeouts)."""
-    settings = load_settings()
+    every boundary through `run_group`; here it is Spark's state store and event-time timeouts or timers)."""
+    settings = load_settings(overrides=[f"coordinator.stateful.operator={operator}"])
     expected = replay_local(full_traffic, settings)
     assert len(expected.snapshots) >= 2 and expected.dead_letters
     assert expected.offsets  # the simulated consumers commit
