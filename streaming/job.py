@@ -10,7 +10,9 @@ A thin adapter over `coordinator_state.run_group`. The pipeline:
    fires the group's timers due by the watermark, processes its rows in log order and returns the
    next deadline; the timeout is set to that deadline minus one, because Spark times a key out
    only once the watermark is strictly past it. Invalid records go through the same operator under
-   the `invalid` flag (no state), so the query has one output and one sink.
+   the `invalid` flag (no state), so the query has one output and one sink. With
+   `coordinator.stateful.operator = "transformWithState"` the Row-based `transformWithState` (event-time
+   timers, which also fire strictly past their expiry) runs the same `CoordinatorStep` instead.
 4. Output rows `(topic, key, value)`: responses keyed by `reply_to`, committed offsets keyed
    `GROUP/TOPIC/PARTITION` (null = gone), snapshots (null = tombstone) keyed by group id, dead
    letters keyed as received. A ListGroups is an invalid record here: no single group holds its answer.
@@ -214,8 +216,9 @@ class CoordinatorProcessor(StatefulProcessor):
     """The `transformWithState` adapter of `CoordinatorStep` (Row-based, event-time timers).
 
     State: one `ValueState` per group holding the same encoded group as the pandas operator, plus the
-    timer it armed (so that moving it costs no `listTimers` call). A group's timer is only a wake-up for a
-    group without requests: `run_group` fires whatever is due by the watermark itself.
+    timer registered for it (so that moving it costs no `listTimers` call). A group's timer is only a
+    wake-up for a group without requests, as the pandas operator's timeout is: `run_group` fires whatever
+    is due by the watermark itself, so a wake-up earlier than the next deadline changes nothing.
     """
 
     def __init__(self, settings: Mapping[str, Any], live: bool, late_requests: Accumulator[int] | None = None) -> None:
@@ -243,18 +246,22 @@ class CoordinatorProcessor(StatefulProcessor):
     def _step(self, group_id: str, records: list[tuple[bytes, int | None]], timer_values: TimerValues,
               fired: int | None = None) -> Iterator[Row]:
         stored = self.state.get()
-        armed = None if stored is None else stored[1]
         outcome = self.core.group(group_id, records, None if stored is None else bytes(stored[0]),
                                   timer_values.getCurrentWatermarkInMs())
-        if armed is not None and armed != outcome.timeout_ms and armed != fired:
-            self.handle.deleteTimer(armed)
-        if outcome.state is None:
-            if stored is not None:
-                self.state.clear()
-        else:
-            self.state.update((outcome.state, outcome.timeout_ms))
-            if outcome.timeout_ms is not None and outcome.timeout_ms != armed:
-                self.handle.registerTimer(outcome.timeout_ms)
+        # The timer still registered for the group: Spark deletes the one that fired after this call.
+        timer = None if stored is None or stored[1] == fired else stored[1]
+        # An earlier timer than needed stays: it finds nothing due when it fires and arms the later one. Moving
+        # it on every heartbeat would cost two calls to the JVM per group and micro-batch.
+        if timer is not None and (outcome.timeout_ms is None or timer > outcome.timeout_ms):
+            self.handle.deleteTimer(timer)
+            timer = None
+        if timer is None and outcome.timeout_ms is not None:
+            self.handle.registerTimer(outcome.timeout_ms)
+            timer = outcome.timeout_ms
+        if outcome.state is not None:
+            self.state.update((outcome.state, timer))
+        elif stored is not None:
+            self.state.clear()
         yield from _rows(outcome.rows)
 
     def close(self) -> None:
