@@ -9,10 +9,11 @@ A thin adapter over `coordinator_state.run_group`. The pipeline:
 3. `groupBy(invalid, group_id).applyInPandasWithState(EventTimeTimeout)`: per call, `run_group`
    fires the group's timers due by the watermark, processes its rows in log order and returns the
    next deadline; the timeout is set to that deadline minus one, because Spark times a key out
-   only once the watermark is strictly past it. Invalid records go through the same operator under
+   only once the watermark is strictly past it (`wake_at`). Invalid records go through the same operator under
    the `invalid` flag (no state), so the query has one output and one sink. With
-   `coordinator.stateful.operator = "transformWithState"` the Row-based `transformWithState` (event-time
-   timers, which also fire strictly past their expiry) runs the same `CoordinatorStep` instead.
+   `coordinator.stateful.operator = "transformWithState"` the Row-based `transformWithState` runs the same
+   `CoordinatorStep` instead; its event-time timers fire once the watermark reaches them, so it arms the
+   deadline itself.
 4. Output rows `(topic, key, value)`: responses keyed by `reply_to`, committed offsets keyed
    `GROUP/TOPIC/PARTITION` (null = gone), snapshots (null = tombstone) keyed by group id, dead
    letters keyed as received. A ListGroups is an invalid record here: no single group holds its answer.
@@ -113,19 +114,13 @@ class StepOutcome:
 
     rows: list[OutputRow]
     state: bytes | None  # the group's encoded state (coordinator_state's versioned codec); None: it is gone
-    timeout_ms: int | None  # call again once the watermark is strictly past this, with or without requests
+    wake_at_ms: int | None  # the first watermark at which the group must be called again, requests or not
 
 
-def timeout_after(next_deadline: int, watermark_ms: int) -> int:
-    """The timestamp both operators arm for a group's next timer.
-
-    Both fire once the watermark is strictly PAST the armed timestamp: `GroupStateTimeout.EventTimeTimeout`
-    (watermark > timeout) and `transformWithState`'s event-time timers (Spark's TimerStateImpl returns the
-    timers whose expiry is < the watermark). The engine fires a timer once the watermark has reached its
-    deadline, hence the minus one; never before the current watermark (Spark refuses an earlier timeout),
-    never below 1 (Spark's "no timeout" is 0).
-    """
-    return max(next_deadline - 1, watermark_ms, 1)
+def wake_at(next_deadline: int, watermark_ms: int) -> int:
+    """The timeout rule, for both operators: a group is called again once the watermark reaches its next
+    deadline (the engine fires a timer due at or before the watermark), and never in the same micro-batch."""
+    return max(next_deadline, watermark_ms + 1)
 
 
 class CoordinatorStep:
@@ -169,10 +164,10 @@ class CoordinatorStep:
             out.append((self.snapshots_topic, group_id, to_json(outcome.snapshot)))
         if outcome.state is None and outcome.tombstone:
             out.append((self.snapshots_topic, group_id, None))
-        timeout = None
+        wake = None
         if outcome.state is not None and outcome.next_deadline is not None:
-            timeout = timeout_after(outcome.next_deadline, watermark_ms)
-        return StepOutcome(out, outcome.state, timeout)
+            wake = wake_at(outcome.next_deadline, watermark_ms)
+        return StepOutcome(out, outcome.state, wake)
 
 
 def _frame(rows: list[OutputRow]) -> pd.DataFrame:
@@ -205,8 +200,10 @@ def make_group_step(settings: Mapping[str, Any], live: bool,
                 state.remove()
         else:
             state.update((outcome.state,))
-            if outcome.timeout_ms is not None:
-                state.setTimeoutTimestamp(outcome.timeout_ms)
+            if outcome.wake_at_ms is not None:
+                # EventTimeTimeout fires once the watermark is strictly past the timeout (PySpark's
+                # GroupState docs; Spark's FlatMapGroupsWithStateExec: timeout < watermark).
+                state.setTimeoutTimestamp(max(outcome.wake_at_ms - 1, 1))  # 0: no timeout
         yield _frame(outcome.rows)
 
     return step
@@ -252,12 +249,15 @@ class CoordinatorProcessor(StatefulProcessor):
         timer = None if stored is None or stored[1] == fired else stored[1]
         # An earlier timer than needed stays: it finds nothing due when it fires and arms the later one. Moving
         # it on every heartbeat would cost two calls to the JVM per group and micro-batch.
-        if timer is not None and (outcome.timeout_ms is None or timer > outcome.timeout_ms):
+        if timer is not None and (outcome.wake_at_ms is None or timer > outcome.wake_at_ms):
             self.handle.deleteTimer(timer)
             timer = None
-        if timer is None and outcome.timeout_ms is not None:
-            self.handle.registerTimer(outcome.timeout_ms)
-            timer = outcome.timeout_ms
+        if timer is None and outcome.wake_at_ms is not None:
+            # Unlike EventTimeTimeout, an event-time timer of PySpark 4.3 fires once the watermark REACHES its
+            # expiry (TimerStateImpl.getExpiredTimers returns expiry <= watermark), so it is armed at the
+            # wake-up itself; always past the watermark, never the timer that fired (Spark deletes that one).
+            self.handle.registerTimer(outcome.wake_at_ms)
+            timer = outcome.wake_at_ms
         if outcome.state is not None:
             self.state.update((outcome.state, timer))
         elif stored is not None:

@@ -82,21 +82,25 @@ def test_spark_replay_in_small_batches_equals_the_local_replay(spark: SparkSessi
 @pytest.mark.parametrize("operator", STATEFUL_OPERATORS)
 def test_a_timer_fires_once_the_watermark_reaches_its_deadline(spark: SparkSession, tmp_path: Path,
                                                                operator: str) -> None:
-    """The timeout rule at its edge: the last watermark is exactly the initial rebalance delay's deadline, which
-    the local replay fires (a timer is due at or before the watermark). Both operators call a group only once the
-    watermark is strictly past what it armed, so each must have armed deadline - 1 for the answer to come."""
+    """The timeout rule at its edge. The initial rebalance delay ends at D; the watermark is D - 1 in one
+    micro-batch, exactly D in the last. The local replay answers the join at D (a timer is due at or before the
+    watermark), so each operator must call the group then and not lose its timer the batch before:
+    EventTimeTimeout fires strictly past its timeout, PySpark 4.3's event-time timers at their expiry."""
     settings = load_settings(overrides=[f"coordinator.stateful.operator={operator}"])
     deadline = EPOCH_MS + int(settings["group.initial.rebalance.delay.ms"])
+    lateness = int(settings["coordinator.lateness.ms"])
     join = to_json(join_request("edge", 0, "", EPOCH_MS, 1, dynamic=False)).encode()
 
-    def ending_at(watermark: int) -> list[bytes]:
-        return [join, to_json(tick_envelope(watermark + int(settings["coordinator.lateness.ms"]))).encode()]
+    def ticks(*watermarks: int) -> list[bytes]:
+        return [to_json(tick_envelope(w + lateness)).encode() for w in watermarks]
 
-    assert replay_local(ending_at(deadline - 1), settings).responses == []  # the edge is exactly there
-    expected = replay_local(ending_at(deadline), settings)
+    assert replay_local([join, *ticks(deadline - 1)], settings).responses == []  # the edge is exactly there
+    traffic = [join, *ticks(deadline - 1, deadline)]
+    expected = replay_local(traffic, settings)
     assert [json.loads(r)["api"] for r in expected.responses] == ["JoinGroup"]
-    # Two micro-batches: the join and the tick, then the file's end-of-input batch, run at the tick's watermark.
-    actual = replay_spark(write_traffic(tmp_path / "edge.jsonl", ending_at(deadline)), settings, None, None, None)
+    # Two records a batch: the join and the first tick (watermark 0), the second tick (watermark D - 1), then
+    # the file's end-of-input batch (watermark D).
+    actual = replay_spark(write_traffic(tmp_path / "edge.jsonl", traffic), settings, 2, None, None)
     assert_same(actual, expected)
 
 
