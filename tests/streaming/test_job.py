@@ -281,13 +281,13 @@ def dead_lettered(letters: list[str]) -> list[tuple[int, str]]:
 
 
 @pytest.mark.kafka
-@pytest.mark.parametrize("operator", STATEFUL_OPERATORS)
-def test_a_query_stopped_and_started_again_on_its_checkpoint_loses_and_repeats_nothing(
-        spark: SparkSession, cluster: Cluster, tmp_path: Path, full_traffic: list[bytes], operator: str) -> None:
+def test_transform_with_state_stopped_and_started_again_on_its_checkpoint_loses_and_repeats_nothing(
+        spark: SparkSession, cluster: Cluster, tmp_path: Path, full_traffic: list[bytes]) -> None:
     """Stopped between micro-batches and started again on the same checkpoint, the query carries its groups'
     state, timers and source offsets over: both runs together answer every request exactly once, as the local
-    replay does. The checkpoint then refuses the other operator, whose state it cannot read."""
-    cluster.settings["coordinator.stateful.operator"] = operator
+    replay does. The checkpoint then refuses the other operator, whose state it cannot read. (The default
+    operator's restarts are the chaos restart's and the killed job's tests.)"""
+    operator = cluster.settings["coordinator.stateful.operator"] = TRANSFORM_WITH_STATE
     checkpoint = tmp_path / "checkpoint"
     half = len(full_traffic) // 2
     run_until_processed(spark, cluster, checkpoint, lambda: cluster.produce(full_traffic[:half]))
