@@ -125,7 +125,8 @@ def wake_at(next_deadline: int, watermark_ms: int) -> int:
 
 class CoordinatorStep:
     """The per-group step of step 3, whatever the operator: records in log order and the stored state in,
-    output rows, the state to store and the timeout out. The operators' adapters only move these in and out."""
+    output rows, the state to store and the watermark to wake the group at out. The operators' adapters only
+    move these in and out."""
 
     def __init__(self, settings: Mapping[str, Any], live: bool, late_requests: Accumulator[int] | None = None) -> None:
         self.config = EngineConfig.from_mapping(engine_config(settings))
