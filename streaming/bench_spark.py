@@ -4,7 +4,8 @@ Two paths over the same kind of traffic (`streaming.traffic_gen`):
 - replay: the traffic file through the local engine (record by record) and through the production
   query (file source -> parse -> watermark -> per-group step -> output), the same plan with an empty
   per-group function (the design's ceiling), and the plan cut after the source and after the parse
-  stage (each stage's share is the difference between two cuts);
+  stage (each stage's share is the difference between two cuts); with `--tws` (the default) the full plan
+  and its ceiling also under `transformWithState`, each right after its `applyInPandasWithState` twin;
 - live: the job on the embedded broker; first idle (ticks only: the time of an almost empty
   micro-batch), then members join and sync, then heartbeats at a fixed offered rate, each answer's
   latency measured from the request's send to the response's read.
@@ -28,6 +29,7 @@ from typing import Any
 
 from coordinator_state import encode_group
 
+from .settings import APPLY_IN_PANDAS_WITH_STATE, TRANSFORM_WITH_STATE, stateful_operator
 from .traffic_gen import (
     HEARTBEAT_INTERVAL_MS,
     generate,
@@ -513,6 +515,9 @@ def add_spark_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ceiling", action=argparse.BooleanOptionalAction, default=True,
                         help="also replay with an empty per-group function, and the plan cut after the source "
                              "and after the parse stage (the per-stage breakdown)")
+    parser.add_argument("--tws", action=argparse.BooleanOptionalAction, default=True,
+                        help="replay path: also run the plan under transformWithState (the spark_tws_* and "
+                             "ceiling_tws_* keys) when the configured operator is applyInPandasWithState")
     parser.add_argument("--replay", action=argparse.BooleanOptionalAction, default=True, help="run the replay path")
     parser.add_argument("--live", action=argparse.BooleanOptionalAction, default=True, help="run the live path")
     parser.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
@@ -522,7 +527,8 @@ def spark_bench_main(args: argparse.Namespace, settings: Mapping[str, Any]) -> d
     """All the figures of the module docstring for `args.engine` in spark, both."""
     figures: dict[str, Any] = {"engine": args.engine, "groups": args.groups, "members": args.members,
                                "records_per_batch": args.records_per_batch,
-                               "shuffle_partitions": int(settings["coordinator.shuffle.partitions"])}
+                               "shuffle_partitions": int(settings["coordinator.shuffle.partitions"]),
+                               "stateful_operator": stateful_operator(settings)}
     progress = ProgressLog()
     if args.replay:
         figures.update(replay_figures(args, settings, progress))
@@ -556,18 +562,27 @@ def replay_figures(args: argparse.Namespace, settings: Mapping[str, Any], progre
         del traffic
         spark = build_session(settings, args.master, app_name="coordinator-bench")
         progress.attach(spark)
+        tws = bool(args.tws) and stateful_operator(settings) == APPLY_IN_PANDAS_WITH_STATE
+        tws_settings = {**settings, "coordinator.stateful.operator": TRANSFORM_WITH_STATE}
         warm_up = Path(scratch) / "warm-up.jsonl"
         warm_up.write_bytes(b"".join(line + b"\n" for line in warm_up_lines))
         with _stage("warm-up: the first query starts Python workers and compiles; a small one pays for that"):
             run_spark_plan(spark, warm_up, settings, 1000, "full", progress)
+            if tws:
+                run_spark_plan(spark, warm_up, tws_settings, 1000, "full", progress)
+        # Each transformWithState cut right after its applyInPandasWithState twin: a change in the machine's
+        # load between them skews their ratio least.
         cuts = ["source", "parse", "ceiling", "full"] if args.ceiling else ["full"]
+        if tws:
+            cuts = [c for cut in cuts for c in ([cut, f"tws_{cut}"] if cut in ("ceiling", "full") else [cut])]
         stage_seconds: dict[str, float] = {}
         stage_cpu: dict[str, float] = {}
         with MemorySampler() as memory:
             for cut in cuts:
                 with _stage(f"spark replay, plan cut: {cut}"):
-                    seconds, cpu, reports, rows = run_spark_plan(spark, path, settings, args.records_per_batch, cut,
-                                                                 progress)
+                    seconds, cpu, reports, rows = run_spark_plan(
+                        spark, path, tws_settings if cut.startswith("tws_") else settings, args.records_per_batch,
+                        cut.removeprefix("tws_"), progress)
                 stage_seconds[cut], stage_cpu[cut] = seconds, cpu
                 if cut == "full":
                     figures["spark_requests_per_s"] = round(figures["requests"] / seconds)
@@ -579,6 +594,16 @@ def replay_figures(args: argparse.Namespace, settings: Mapping[str, Any], progre
                     figures["ceiling_requests_per_s"] = round(figures["requests"] / seconds)
                     figures["ceiling_cpu_requests_per_s"] = round(figures["requests"] / cpu)
                     figures["ceiling_breakdown"] = breakdown(reports)
+                elif cut == "tws_full":
+                    figures["spark_tws_requests_per_s"] = round(figures["requests"] / seconds)
+                    figures["spark_tws_cpu_requests_per_s"] = round(figures["requests"] / cpu)
+                    figures["spark_tws_responses"] = rows
+                    figures["replay_tws_batch_ms_p50"] = percentile(_batch_durations(reports, min_rows=1), 50)
+                    figures["replay_tws_breakdown"] = breakdown(reports)
+                elif cut == "tws_ceiling":
+                    figures["ceiling_tws_requests_per_s"] = round(figures["requests"] / seconds)
+                    figures["ceiling_tws_cpu_requests_per_s"] = round(figures["requests"] / cpu)
+                    figures["ceiling_tws_breakdown"] = breakdown(reports)
         figures.update(memory.figures(""))
         figures["replay_records"] = lines_count
         if "local_requests_per_s" in figures:
@@ -588,6 +613,17 @@ def replay_figures(args: argparse.Namespace, settings: Mapping[str, Any], progre
             # ratio the throughput; on a shared machine the CPU figures are the steadier.
             figures["spark_to_local_cpu_ratio"] = round(
                 figures["spark_cpu_requests_per_s"] / figures["local_cpu_requests_per_s"], 3)
+            if tws:
+                figures["tws_to_local_ratio"] = round(
+                    figures["spark_tws_requests_per_s"] / figures["local_requests_per_s"], 3)
+                figures["tws_to_local_cpu_ratio"] = round(
+                    figures["spark_tws_cpu_requests_per_s"] / figures["local_cpu_requests_per_s"], 3)
+        if tws:
+            figures["tws_to_pandas_ratio"] = round(
+                figures["spark_tws_requests_per_s"] / figures["spark_requests_per_s"], 3)
+            if args.ceiling:
+                figures["ceiling_tws_to_pandas_ratio"] = round(
+                    figures["ceiling_tws_requests_per_s"] / figures["ceiling_requests_per_s"], 3)
         if args.ceiling:
             for name, taken in (("stage_seconds", stage_seconds), ("stage_cpu_seconds", stage_cpu)):
                 figures[name] = {
@@ -596,6 +632,9 @@ def replay_figures(args: argparse.Namespace, settings: Mapping[str, Any], progre
                     "shuffle_state_and_operator": round(taken["ceiling"] - taken["parse"], 2),
                     "group_step_and_sink": round(taken["full"] - taken["ceiling"], 2),
                 }
+                if tws:
+                    figures[name]["tws_shuffle_state_and_operator"] = round(taken["tws_ceiling"] - taken["parse"], 2)
+                    figures[name]["tws_group_step_and_sink"] = round(taken["tws_full"] - taken["tws_ceiling"], 2)
         spark.stop()
     return figures
 

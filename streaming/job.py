@@ -9,8 +9,11 @@ A thin adapter over `coordinator_state.run_group`. The pipeline:
 3. `groupBy(invalid, group_id).applyInPandasWithState(EventTimeTimeout)`: per call, `run_group`
    fires the group's timers due by the watermark, processes its rows in log order and returns the
    next deadline; the timeout is set to that deadline minus one, because Spark times a key out
-   only once the watermark is strictly past it. Invalid records go through the same operator under
-   the `invalid` flag (no state), so the query has one output and one sink.
+   only once the watermark is strictly past it (`wake_at`). Invalid records go through the same operator under
+   the `invalid` flag (no state), so the query has one output and one sink. With
+   `coordinator.stateful.operator = "transformWithState"` the Row-based `transformWithState` runs the same
+   `CoordinatorStep` instead; its event-time timers fire once the watermark reaches them, so it arms the
+   deadline itself.
 4. Output rows `(topic, key, value)`: responses keyed by `reply_to`, committed offsets keyed
    `GROUP/TOPIC/PARTITION` (null = gone), snapshots (null = tombstone) keyed by group id, dead
    letters keyed as received. A ListGroups is an invalid record here: no single group holds its answer.
@@ -18,16 +21,23 @@ A thin adapter over `coordinator_state.run_group`. The pipeline:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 from pyspark import Accumulator
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState as SparkGroupState
 from pyspark.sql.streaming.state import GroupStateTimeout
+from pyspark.sql.streaming.stateful_processor import (
+    ExpiredTimerInfo,
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    TimerValues,
+)
 
 from coordinator_state import (
     EngineConfig,
@@ -41,12 +51,13 @@ from coordinator_state import (
     to_json,
 )
 
-from .settings import engine_config
+from .settings import TRANSFORM_WITH_STATE, engine_config, stateful_operator
 
 PARSED_SCHEMA = ("kind string, invalid boolean, group_id string, event_ms long, partition int, offset long, "
                  "record_ts long, value binary, dead_letter string, response string, reply_to string")
 OUTPUT_SCHEMA = "topic string, key string, value string"
 STATE_SCHEMA = "group binary"
+TWS_STATE_SCHEMA = "group binary, timer long"  # the encoded group and the timer armed for it
 METRICS_NAME = "coordinator"
 
 
@@ -94,15 +105,81 @@ def make_parser(max_clock_skew_ms: int | None, source: str) -> Parser:
     return parse
 
 
+OutputRow = tuple[str, str | None, str | None]  # topic, key, value
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """One group's call, as the operators store it: output rows, state afterwards, and when to call again."""
+
+    rows: list[OutputRow]
+    state: bytes | None  # the group's encoded state (coordinator_state's versioned codec); None: it is gone
+    wake_at_ms: int | None  # the first watermark at which the group must be called again, requests or not
+
+
+def wake_at(next_deadline: int, watermark_ms: int) -> int:
+    """The timeout rule, for both operators: a group is called again once the watermark reaches its next
+    deadline (the engine fires a timer due at or before the watermark), and never in the same micro-batch."""
+    return max(next_deadline, watermark_ms + 1)
+
+
+class CoordinatorStep:
+    """The per-group step of step 3, whatever the operator: records in log order and the stored state in,
+    output rows, the state to store and the watermark to wake the group at out. The operators' adapters only
+    move these in and out."""
+
+    def __init__(self, settings: Mapping[str, Any], live: bool, late_requests: Accumulator[int] | None = None) -> None:
+        self.config = EngineConfig.from_mapping(engine_config(settings))
+        self.skew = int(settings["coordinator.max.clock.skew.ms"]) if live else None
+        self.late_requests = late_requests
+        self.responses_topic = str(settings["coordinator.responses.topic"])
+        self.snapshots_topic = str(settings["coordinator.snapshots.topic"])
+        self.dead_letters_topic = str(settings["coordinator.dead.letters.topic"])
+        self.offsets_topic = str(settings["coordinator.offsets.topic"])
+
+    def invalid(self, letters: Iterable[tuple[str, str | None, str | None]]) -> list[OutputRow]:
+        """The `invalid` key's rows, (dead letter, response, reply_to) each: parsed once, stateless."""
+        out: list[OutputRow] = []
+        for letter, response, reply_to in letters:
+            out.append((self.dead_letters_topic, None, letter))
+            if response is not None:
+                out.append((self.responses_topic, reply_to, response))
+        return out
+
+    def group(self, group_id: str, records: Iterable[tuple[bytes, int | None]], stored: bytes | None,
+              watermark_ms: int) -> StepOutcome:
+        """One group's records (raw value, record timestamp), in log order, through `run_group`."""
+        requests: list[Request] = []
+        for raw, record_ts in records:
+            parsed = for_one_group(parse_raw(raw, record_timestamp_ms=record_ts, max_clock_skew_ms=self.skew))
+            assert not isinstance(parsed, Tick | Invalid), "the parse stage routes these elsewhere"
+            requests.append(parsed)
+        outcome = run_group(stored, watermark_ms, requests, self.config)
+        if self.late_requests is not None and outcome.late_requests:
+            self.late_requests.add(outcome.late_requests)
+        out: list[OutputRow] = [(self.responses_topic, r["reply_to"], to_json(r)) for r in outcome.responses]
+        for change in outcome.offset_changes:
+            record = change.record()
+            out.append((self.offsets_topic, change.key, None if record is None else to_json(record)))
+        if outcome.snapshot is not None:
+            out.append((self.snapshots_topic, group_id, to_json(outcome.snapshot)))
+        if outcome.state is None and outcome.tombstone:
+            out.append((self.snapshots_topic, group_id, None))
+        wake = None
+        if outcome.state is not None and outcome.next_deadline is not None:
+            wake = wake_at(outcome.next_deadline, watermark_ms)
+        return StepOutcome(out, outcome.state, wake)
+
+
+def _frame(rows: list[OutputRow]) -> pd.DataFrame:
+    return pd.DataFrame({"topic": [o[0] for o in rows], "key": [o[1] for o in rows], "value": [o[2] for o in rows]})
+
+
 def make_group_step(settings: Mapping[str, Any], live: bool,
                     late_requests: Accumulator[int] | None = None) -> Callable[..., Iterator[pd.DataFrame]]:
-    """The `applyInPandasWithState` function of step 3; `late_requests` counts requests older than the watermark."""
-    config = EngineConfig.from_mapping(engine_config(settings))
-    skew = int(settings["coordinator.max.clock.skew.ms"]) if live else None
-    responses_topic = settings["coordinator.responses.topic"]
-    snapshots_topic = settings["coordinator.snapshots.topic"]
-    dead_letters_topic = settings["coordinator.dead.letters.topic"]
-    offsets_topic = settings["coordinator.offsets.topic"]
+    """The `applyInPandasWithState` adapter of `CoordinatorStep`; `late_requests` counts requests older than
+    the watermark."""
+    core = CoordinatorStep(settings, live, late_requests)
 
     def step(key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: SparkGroupState) -> Iterator[pd.DataFrame]:
         invalid, group_id = bool(key[0]), str(key[1])
@@ -110,46 +187,109 @@ def make_group_step(settings: Mapping[str, Any], live: bool,
         rows = None if not frames else frames[0] if len(frames) == 1 else pd.concat(frames)
         if rows is not None and not _in_log_order(rows):
             rows = rows.sort_values(["partition", "offset"])
-        out: list[tuple[str, str | None, str | None]] = []
         if invalid:
             assert rows is not None
-            for letter, response, reply_to in zip(rows["dead_letter"], rows["response"], rows["reply_to"],
-                                                  strict=True):
-                out.append((dead_letters_topic, None, letter))
-                if response is not None:
-                    out.append((responses_topic, reply_to, response))
+            yield _frame(core.invalid(zip(rows["dead_letter"], rows["response"], rows["reply_to"], strict=True)))
+            return
+        records = [] if rows is None else [
+            (raw, None if pd.isna(ts) else int(ts)) for raw, ts in zip(rows["value"], rows["record_ts"], strict=True)]
+        stored = state.get[0] if state.exists else None
+        outcome = core.group(group_id, records, None if stored is None else bytes(stored),
+                             state.getCurrentWatermarkMs())
+        if outcome.state is None:
+            if state.exists:
+                state.remove()
         else:
-            requests: list[Request] = []
-            if rows is not None:
-                for raw, record_ts in zip(rows["value"], rows["record_ts"], strict=True):
-                    parsed = for_one_group(parse_raw(
-                        raw, record_timestamp_ms=None if pd.isna(record_ts) else int(record_ts),
-                        max_clock_skew_ms=skew))
-                    assert not isinstance(parsed, Tick | Invalid), "the parse stage routes these elsewhere"
-                    requests.append(parsed)
-            stored = state.get[0] if state.exists else None
-            watermark = state.getCurrentWatermarkMs()
-            outcome = run_group(None if stored is None else bytes(stored), watermark, requests, config)
-            if late_requests is not None and outcome.late_requests:
-                late_requests.add(outcome.late_requests)
-            out += [(responses_topic, r["reply_to"], to_json(r)) for r in outcome.responses]
-            for change in outcome.offset_changes:
-                record = change.record()
-                out.append((offsets_topic, change.key, None if record is None else to_json(record)))
-            if outcome.snapshot is not None:
-                out.append((snapshots_topic, group_id, to_json(outcome.snapshot)))
-            if outcome.state is None:
-                if state.exists:
-                    state.remove()
-                if outcome.tombstone:
-                    out.append((snapshots_topic, group_id, None))
-            else:
-                state.update((outcome.state,))
-                if outcome.next_deadline is not None:
-                    state.setTimeoutTimestamp(max(outcome.next_deadline - 1, watermark, 1))
-        yield pd.DataFrame({"topic": [o[0] for o in out], "key": [o[1] for o in out], "value": [o[2] for o in out]})
+            state.update((outcome.state,))
+            if outcome.wake_at_ms is not None:
+                # EventTimeTimeout fires once the watermark is strictly past the timeout (PySpark's
+                # GroupState docs; Spark's FlatMapGroupsWithStateExec: timeout < watermark).
+                state.setTimeoutTimestamp(max(outcome.wake_at_ms - 1, 1))  # 0: no timeout
+        yield _frame(outcome.rows)
 
     return step
+
+
+class CoordinatorProcessor(StatefulProcessor):
+    """The `transformWithState` adapter of `CoordinatorStep` (Row-based, event-time timers).
+
+    State: one `ValueState` per group holding the same encoded group as the pandas operator, plus the
+    timer registered for it (so that moving it costs no `listTimers` call). A group's timer is only a
+    wake-up for a group without requests, as the pandas operator's timeout is: `run_group` fires whatever
+    is due by the watermark itself, so a wake-up earlier than the next deadline changes nothing.
+    """
+
+    def __init__(self, settings: Mapping[str, Any], live: bool, late_requests: Accumulator[int] | None = None) -> None:
+        self.settings = dict(settings)
+        self.live = live
+        self.late_requests = late_requests
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.state = handle.getValueState("group", TWS_STATE_SCHEMA)
+        self.core = CoordinatorStep(self.settings, self.live, self.late_requests)
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Row]:
+        if bool(key[0]):
+            yield from _rows(self.core.invalid((r["dead_letter"], r["response"], r["reply_to"]) for r in rows))
+            return
+        ordered = sorted(rows, key=_log_position)  # they almost always come in order: a linear pass then
+        yield from self._step(str(key[1]), [(r["value"], r["record_ts"]) for r in ordered], timerValues)
+
+    def handleExpiredTimer(self, key: Any, timerValues: TimerValues,
+                           expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Row]:
+        # Spark deletes the fired timer after this call; the step arms the next one, always a later one.
+        yield from self._step(str(key[1]), [], timerValues, fired=expiredTimerInfo.getExpiryTimeInMs())
+
+    def _step(self, group_id: str, records: list[tuple[bytes, int | None]], timer_values: TimerValues,
+              fired: int | None = None) -> Iterator[Row]:
+        stored = self.state.get()
+        outcome = self.core.group(group_id, records, None if stored is None else bytes(stored[0]),
+                                  timer_values.getCurrentWatermarkInMs())
+        # The timer still registered for the group: Spark deletes the one that fired after this call.
+        timer = None if stored is None or stored[1] == fired else stored[1]
+        # An earlier timer than needed stays: it finds nothing due when it fires and arms the later one. Moving
+        # it on every heartbeat would cost two calls to the JVM per group and micro-batch.
+        if timer is not None and (outcome.wake_at_ms is None or timer > outcome.wake_at_ms):
+            self.handle.deleteTimer(timer)
+            timer = None
+        if timer is None and outcome.wake_at_ms is not None:
+            # Unlike EventTimeTimeout, an event-time timer of PySpark 4.3 fires once the watermark REACHES its
+            # expiry (TimerStateImpl.getExpiredTimers returns expiry <= watermark), so it is armed at the
+            # wake-up itself; always past the watermark, never the timer that fired (Spark deletes that one).
+            self.handle.registerTimer(outcome.wake_at_ms)
+            timer = outcome.wake_at_ms
+        if outcome.state is not None:
+            self.state.update((outcome.state, timer))
+        elif stored is not None:
+            self.state.clear()
+        yield from _rows(outcome.rows)
+
+    def close(self) -> None:
+        pass
+
+
+def _log_position(row: Row) -> tuple[int, int]:
+    return row["partition"], row["offset"]
+
+
+def _rows(rows: list[OutputRow]) -> Iterator[Row]:
+    return (Row(topic=topic, key=key, value=value) for topic, key, value in rows)
+
+
+class EmptyProcessor(StatefulProcessor):
+    """The benchmark's ceiling under `transformWithState`: reads its rows, answers nothing, keeps nothing."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        pass
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Row]:
+        for _ in rows:
+            pass
+        return iter([])
+
+    def close(self) -> None:
+        pass
 
 
 def _in_log_order(rows: pd.DataFrame) -> bool:
@@ -196,18 +336,19 @@ def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: boo
                  _count(F.col("kind") == "tick").alias("ticks"),
                  _count(F.col("kind") == "invalid").alias("dead_letters"))
     )
-    # With EventTimeTimeout, Spark drops the rows whose watermarked event-time column is older than the
-    # watermark (late requests) before the function sees them; they must be answered instead. So the
+    # With event-time timeouts or timers, Spark drops the rows whose watermarked event-time column is older
+    # than the watermark (late requests) before the function sees them; they must be answered instead. So the
     # column the operator sees keeps its watermark marker but holds null, which is never late (the
     # filter drops a row only when `event_time <= watermark` is true). The watermark itself was computed
     # upstream from the real event times.
     never_late = F.lit(None).cast("timestamp").alias(
         "event_time", metadata={"spark.watermarkDelayMs": lateness})
     requests = parsed.filter(F.col("kind") != "tick")
+    grouped = requests.select(*[c for c in requests.columns if c != "event_time"], never_late).groupBy(
+        "invalid", "group_id")
+    if stateful_operator(settings) == TRANSFORM_WITH_STATE:
+        processor = EmptyProcessor() if empty_group_step else CoordinatorProcessor(settings, live, late_requests)
+        return grouped.transformWithState(processor, OUTPUT_SCHEMA, "Append", "EventTime")
     step = _empty_step if empty_group_step else make_group_step(settings, live, late_requests)
-    return (
-        requests.select(*[c for c in requests.columns if c != "event_time"], never_late)
-        .groupBy("invalid", "group_id")
-        .applyInPandasWithState(step, OUTPUT_SCHEMA, STATE_SCHEMA, "append",
-                                GroupStateTimeout.EventTimeTimeout)
-    )
+    return grouped.applyInPandasWithState(step, OUTPUT_SCHEMA, STATE_SCHEMA, "append",
+                                          GroupStateTimeout.EventTimeTimeout)

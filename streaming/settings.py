@@ -18,6 +18,9 @@ from coordinator_state import DEFAULTS as ENGINE_DEFAULTS
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONF = ROOT / "conf" / "coordinator.toml"
 ENV_PREFIX = "COORDINATOR__"
+APPLY_IN_PANDAS_WITH_STATE = "applyInPandasWithState"
+TRANSFORM_WITH_STATE = "transformWithState"
+STATEFUL_OPERATORS = (APPLY_IN_PANDAS_WITH_STATE, TRANSFORM_WITH_STATE)
 
 DEFAULTS: dict[str, Any] = {
     **ENGINE_DEFAULTS,
@@ -35,6 +38,7 @@ DEFAULTS: dict[str, Any] = {
     "coordinator.shuffle.partitions": 4,
     "coordinator.max.records.per.batch": 20000,
     "coordinator.starting.offsets": "earliest",
+    "coordinator.stateful.operator": APPLY_IN_PANDAS_WITH_STATE,
 }
 
 
@@ -96,7 +100,18 @@ def load_settings(conf_file: str | Path | None = None, overrides: Sequence[str] 
         key = key.strip()
         _check_key(key, "--set")
         settings[key] = _convert(key, value) if key in DEFAULTS else value
+    stateful_operator(settings)
     return settings
+
+
+def stateful_operator(settings: Mapping[str, Any]) -> str:
+    """The Spark operator that runs the per-group step: the design's `applyInPandasWithState`, or the
+    Row-based `transformWithState` (same step, state and answers; their checkpoints are not interchangeable)."""
+    operator = str(settings["coordinator.stateful.operator"])
+    if operator not in STATEFUL_OPERATORS:
+        raise SettingsError(f"coordinator.stateful.operator must be one of {', '.join(STATEFUL_OPERATORS)}, "
+                            f"got {operator!r}")
+    return operator
 
 
 def engine_config(settings: Mapping[str, Any]) -> dict[str, Any]:

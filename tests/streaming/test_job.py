@@ -20,6 +20,7 @@ from typing import Any
 import pyspark
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from coordinator_cli import main
@@ -27,7 +28,8 @@ from coordinator_state import Invalid, ResponseKey, decode_record, parse_raw, re
 from streaming.kafka_source import log_end_offsets
 from streaming.live_job import ensure_topics, start_query
 from streaming.replay import ReplayResult, offset_tombstone, replay_local, replay_spark, tombstone
-from streaming.settings import load_settings
+from streaming.settings import APPLY_IN_PANDAS_WITH_STATE, STATEFUL_OPERATORS, TRANSFORM_WITH_STATE, load_settings
+from streaming.traffic_gen import EPOCH_MS, join_request
 from tests.traffic import HOSTILE, build_traffic, write_traffic
 
 pytestmark = [pytest.mark.spark]
@@ -57,18 +59,48 @@ def full_traffic() -> list[bytes]:
     return build_traffic("full")
 
 
+# transformWithState in batches of 40 (9 batches, not 17): each costs several seconds of CI time.
+@pytest.mark.parametrize(("operator", "records_per_batch"), [(APPLY_IN_PANDAS_WITH_STATE, 20),
+                                                              (TRANSFORM_WITH_STATE, 40)])
 def test_spark_replay_in_small_batches_equals_the_local_replay(spark: SparkSession, tmp_path: Path,
-                                                               full_traffic: list[bytes]) -> None:
+                                                               full_traffic: list[bytes], operator: str,
+                                                               records_per_batch: int) -> None:
     """State, timers and watermark carried across micro-batches (the engine's own tests cut the same traffic at
-    every boundary through `run_group`; here it is Spark's state store and event-time timeouts)."""
-    settings = load_settings()
+    every boundary through `run_group`; here it is Spark's state store and event-time timeouts or timers)."""
+    settings = load_settings(overrides=[f"coordinator.stateful.operator={operator}"])
     expected = replay_local(full_traffic, settings)
     assert len(expected.snapshots) >= 2 and expected.dead_letters
     assert expected.offsets  # the simulated consumers commit
     # The admin's commits to "ledger": one stays, one expires.
     ledger = [json.loads(line) for key, line in expected.offsets.items() if key.startswith("ledger/")]
     assert [line.get("tombstone", False) for line in ledger] == [False, True]
-    actual = replay_spark(write_traffic(tmp_path / "traffic.jsonl", full_traffic), settings, 20, None, None)
+    actual = replay_spark(write_traffic(tmp_path / "traffic.jsonl", full_traffic), settings, records_per_batch, None,
+                          None)
+    assert_same(actual, expected)
+
+
+@pytest.mark.parametrize("operator", STATEFUL_OPERATORS)
+def test_a_timer_fires_once_the_watermark_reaches_its_deadline(spark: SparkSession, tmp_path: Path,
+                                                               operator: str) -> None:
+    """The timeout rule at its edge. The initial rebalance delay ends at D; the watermark is D - 1 in one
+    micro-batch, exactly D in the last. The local replay answers the join at D (a timer is due at or before the
+    watermark), so each operator must call the group then and not lose its timer the batch before:
+    EventTimeTimeout fires strictly past its timeout, PySpark 4.3's event-time timers at their expiry."""
+    settings = load_settings(overrides=[f"coordinator.stateful.operator={operator}"])
+    deadline = EPOCH_MS + int(settings["group.initial.rebalance.delay.ms"])
+    lateness = int(settings["coordinator.lateness.ms"])
+    join = to_json(join_request("edge", 0, "", EPOCH_MS, 1, dynamic=False)).encode()
+
+    def ticks(*watermarks: int) -> list[bytes]:
+        return [to_json(tick_envelope(w + lateness)).encode() for w in watermarks]
+
+    assert replay_local([join, *ticks(deadline - 1)], settings).responses == []  # the edge is exactly there
+    traffic = [join, *ticks(deadline - 1, deadline)]
+    expected = replay_local(traffic, settings)
+    assert [json.loads(r)["api"] for r in expected.responses] == ["JoinGroup"]
+    # Two records a batch: the join and the first tick (watermark 0), the second tick (watermark D - 1), then
+    # the file's end-of-input batch (watermark D).
+    actual = replay_spark(write_traffic(tmp_path / "edge.jsonl", traffic), settings, 2, None, None)
     assert_same(actual, expected)
 
 
@@ -242,6 +274,48 @@ def run_until_processed(spark: SparkSession, cluster: Cluster, checkpoint: Path,
         query.stop()
 
 
+def dead_lettered(letters: list[str]) -> list[tuple[int, str]]:
+    """The records behind dead letters. Dead letters name their Kafka position, the local replay its line; and
+    a record without timestamp_ms gets the broker's timestamp live, so its reason differs."""
+    return sorted((json.loads(d)["size"], json.loads(d)["sha256"]) for d in letters)
+
+
+@pytest.mark.kafka
+def test_transform_with_state_stopped_and_started_again_on_its_checkpoint_loses_and_repeats_nothing(
+        spark: SparkSession, cluster: Cluster, tmp_path: Path, full_traffic: list[bytes]) -> None:
+    """Stopped between micro-batches and started again on the same checkpoint, the query carries its groups'
+    state, timers and source offsets over: both runs together answer every request exactly once, as the local
+    replay does. The checkpoint then refuses the other operator, whose state it cannot read. (The default
+    operator's restarts are the chaos restart's and the killed job's tests.)"""
+    operator = cluster.settings["coordinator.stateful.operator"] = TRANSFORM_WITH_STATE
+    checkpoint = tmp_path / "checkpoint"
+    half = len(full_traffic) // 2
+    run_until_processed(spark, cluster, checkpoint, lambda: cluster.produce(full_traffic[:half]))
+    assert cluster.read("coordinator.responses.topic")
+
+    def second_half() -> None:
+        cluster.produce(full_traffic[half:])
+        cluster.end_of_input(full_traffic)
+
+    run_until_processed(spark, cluster, checkpoint, second_half)
+    expected = replay_local(full_traffic, cluster.settings)
+    actual = cluster.result()
+    assert len(actual.responses) == len(expected.responses)  # a clean stop writes nothing twice
+    assert dead_lettered(actual.dead_letters) == dead_lettered(expected.dead_letters)
+    actual.dead_letters = expected.dead_letters
+    assert_same(actual, expected)
+
+    other = next(o for o in STATEFUL_OPERATORS if o != operator)
+    query = start_query(spark, {**cluster.settings, "coordinator.stateful.operator": other}, checkpoint)
+    try:
+        cluster.produce(full_traffic[:1])
+        # Spark's own check names the operator in the checkpoint and the one started on it.
+        with pytest.raises(StreamingQueryException, match="STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA"):
+            query.processAllAvailable()
+    finally:
+        query.stop()
+
+
 @pytest.mark.kafka
 def test_live_job_answers_like_the_engine_and_dead_letters_hostile_records(
         spark: SparkSession, cluster: Cluster, tmp_path: Path, full_traffic: list[bytes]) -> None:
@@ -262,12 +336,7 @@ def test_live_job_answers_like_the_engine_and_dead_letters_hostile_records(
     assert len(skew_letters) == 1
     actual.dead_letters.remove(skew_letters[0])
     actual.responses = [r for r in actual.responses if json.loads(r)["correlation_id"] != 424242]
-    # Dead letters name their Kafka position, the local replay its line; and a record without timestamp_ms
-    # gets the broker's timestamp live, so its reason differs. The records themselves must be the same.
-    def records(letters: list[str]) -> list[tuple[int, str]]:
-        return sorted((json.loads(d)["size"], json.loads(d)["sha256"]) for d in letters)
-
-    assert records(actual.dead_letters) == records(expected.dead_letters)
+    assert dead_lettered(actual.dead_letters) == dead_lettered(expected.dead_letters)
     assert len(actual.dead_letters) == len(HOSTILE) and all(json.loads(d)["reason"] for d in actual.dead_letters)
     actual.dead_letters = expected.dead_letters
     assert_same(actual, expected)
