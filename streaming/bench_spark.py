@@ -459,9 +459,13 @@ def run_live(settings: Mapping[str, Any], master: str, rate: float, duration_s: 
                 time.sleep(0.2)
             log(f"live: the job is warm; {idle_s:.0f} s idle (ticks only)")
             mark = progress.mark()
+            cpu_before = tree_cpu_seconds()
             time.sleep(idle_s)
             idle = progress.since(mark)
+            idle_cpu_s = tree_cpu_seconds() - cpu_before
             figures["idle_batch_ms"] = percentile(_batch_durations(idle, max_rows=100), 50)
+            # CPU time (driver, JVM, Python workers, broker) per idle batch: what the machine's load does not stretch.
+            figures["idle_batch_cpu_ms"] = round(idle_cpu_s * 1000 / len(idle)) if idle else None
             figures["idle_breakdown"] = breakdown(idle)
             load = LiveLoad(live_settings, groups, members)
             try:
