@@ -520,6 +520,9 @@ def add_spark_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replay", action=argparse.BooleanOptionalAction, default=True, help="run the replay path")
     parser.add_argument("--live", action=argparse.BooleanOptionalAction, default=True, help="run the live path")
     parser.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
+    parser.add_argument("--restart-groups", type=int, default=0, metavar="N",
+                        help="also build a live checkpoint of N groups and time the first micro-batch of a restart "
+                             "on it (0: skip)")
 
 
 def spark_bench_main(args: argparse.Namespace, settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -533,6 +536,10 @@ def spark_bench_main(args: argparse.Namespace, settings: Mapping[str, Any]) -> d
         log(f"replay figures: {json.dumps(figures)}")
     if args.live:
         figures.update(run_live(settings, args.master, args.rate, args.duration, args.members, args.idle, progress))
+    if args.restart_groups > 0:
+        from .bench_restart import run_restart
+
+        figures.update(run_restart(settings, args.master, args.restart_groups))
     return figures
 
 
