@@ -461,9 +461,13 @@ def run_live(settings: Mapping[str, Any], master: str, rate: float, duration_s: 
                 time.sleep(0.2)
             log(f"live: the job is warm; {idle_s:.0f} s idle (ticks only)")
             mark = progress.mark()
+            cpu_before = tree_cpu_seconds()
             time.sleep(idle_s)
             idle = progress.since(mark)
+            idle_cpu_s = tree_cpu_seconds() - cpu_before
             figures["idle_batch_ms"] = percentile(_batch_durations(idle, max_rows=100), 50)
+            # CPU time (driver, JVM, Python workers, broker) per idle batch: what the machine's load does not stretch.
+            figures["idle_batch_cpu_ms"] = round(idle_cpu_s * 1000 / len(idle)) if idle else None
             figures["idle_breakdown"] = breakdown(idle)
             load = LiveLoad(live_settings, groups, members)
             try:
@@ -521,6 +525,9 @@ def add_spark_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replay", action=argparse.BooleanOptionalAction, default=True, help="run the replay path")
     parser.add_argument("--live", action=argparse.BooleanOptionalAction, default=True, help="run the live path")
     parser.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
+    parser.add_argument("--restart-groups", type=int, default=0, metavar="N",
+                        help="also build a live checkpoint of N groups and time the first micro-batch of a restart "
+                             "on it (0: skip)")
 
 
 def spark_bench_main(args: argparse.Namespace, settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -535,6 +542,10 @@ def spark_bench_main(args: argparse.Namespace, settings: Mapping[str, Any]) -> d
         log(f"replay figures: {json.dumps(figures)}")
     if args.live:
         figures.update(run_live(settings, args.master, args.rate, args.duration, args.members, args.idle, progress))
+    if args.restart_groups > 0:
+        from .bench_restart import run_restart
+
+        figures.update(run_restart(settings, args.master, args.restart_groups))
     return figures
 
 

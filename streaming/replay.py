@@ -71,15 +71,26 @@ class SparkReplayOutput:
     late_requests: int = 0
 
 
+PROGRESS_INTERVAL_S = 2
+
+
+def _lines_done(progress: Mapping[str, Any]) -> int:
+    """The file source's end offset in a progress report: lines finished (the final tick counts one more)."""
+    end = progress["sources"][0]["endOffset"]
+    return int((json.loads(end) if isinstance(end, str) else end)["line"])
+
+
 def replay_spark_to_files(path: Path, settings: Mapping[str, Any], records_per_batch: int | None,
                           checkpoint: Path | None, master: str | None, responses: BinaryIO,
-                          dead_letters: BinaryIO | None) -> SparkReplayOutput:
+                          dead_letters: BinaryIO | None,
+                          on_progress: Callable[[int], None] | None = None) -> SparkReplayOutput:
     """The production query over the file, with a fresh checkpoint unless one is given, in bounded memory.
 
     Each micro-batch's output goes to Parquet files written by the executors (a batch Spark runs again
     after a failure overwrites its first attempt); at the end they are read back batch by batch, a
     record batch at a time, into `responses` and `dead_letters`. Only each group's final snapshot and each
-    committed offset's final line are held in memory.
+    committed offset's final line are held in memory. `on_progress`, if given, is called every few seconds
+    with the number of lines the query has finished.
     """
     import pyarrow.parquet as pq
 
@@ -105,7 +116,9 @@ def replay_spark_to_files(path: Path, settings: Mapping[str, Any], records_per_b
         location = str(checkpoint) if checkpoint is not None else str(Path(scratch) / "checkpoint")
         query = (output.writeStream.foreachBatch(spill).option("checkpointLocation", location)
                  .trigger(availableNow=True).start())
-        query.awaitTermination()
+        while not query.awaitTermination(PROGRESS_INTERVAL_S):
+            if on_progress is not None and query.lastProgress is not None:
+                on_progress(_lines_done(query.lastProgress))
         for batch in sorted(spool.iterdir()) if spool.exists() else []:
             for part in sorted(batch.glob("*.parquet")):
                 for chunk in pq.ParquetFile(part).iter_batches(columns=["topic", "key", "value"]):

@@ -35,7 +35,7 @@ DEFAULTS: dict[str, Any] = {
     "coordinator.query.name": "group-coordinator",
     "coordinator.checkpoint.root": "checkpoints",
     "coordinator.trigger.interval.ms": 500,
-    "coordinator.shuffle.partitions": 4,
+    "coordinator.shuffle.partitions": 2,
     "coordinator.max.records.per.batch": 20000,
     "coordinator.starting.offsets": "earliest",
     "coordinator.stateful.operator": APPLY_IN_PANDAS_WITH_STATE,

@@ -34,6 +34,9 @@ def build_session(settings: Mapping[str, Any], master: str | None = "local[2]",
         builder = builder.master(master)
     conf: dict[str, str] = {
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        # A commit writes the changes to a changelog file instead of uploading a RocksDB checkpoint every
+        # micro-batch (snapshots are made in the background); Spark switches existing checkpoints either way.
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.shuffle.partitions": str(settings["coordinator.shuffle.partitions"]),
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",

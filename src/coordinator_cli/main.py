@@ -152,10 +152,19 @@ def _replay_spark(args: argparse.Namespace, settings: dict[str, Any]) -> int:
         print(f"cannot read {args.input}: {exc.strerror}", file=sys.stderr)
         return EXIT_FAILED
     started = time.monotonic()
+    status = StatusLine()
+
+    def show_progress(lines_done: int) -> None:
+        done = min(lines_done, records)
+        rate = done / max(time.monotonic() - started, 1e-9)
+        left = f", about {(records - done) / rate:.0f} s left" if rate > 0 and done < records else ""
+        status.show(f"replay: {done:,} of {records:,} lines ({done / max(records, 1):.0%}), {rate:,.0f} lines/s{left}")
+
     with Path(args.output).open("wb") as responses, tempfile.TemporaryFile() as letters:
         written = replay_spark_to_files(source, settings, args.records_per_batch,
                                         Path(args.checkpoint) if args.checkpoint else None, args.master,
-                                        responses, letters)
+                                        responses, letters, on_progress=show_progress)
+        status.end()
         letters.seek(0)
         with contextlib.ExitStack() as stack:
             copy = stack.enter_context(Path(args.dead_letters).open("wb")) if args.dead_letters else None
