@@ -590,31 +590,22 @@ def replay_figures(args: argparse.Namespace, settings: Mapping[str, Any], progre
         stage_cpu: dict[str, float] = {}
         with MemorySampler() as memory:
             for cut in cuts:
+                # A tws_ cut is the same plan under transformWithState; its figures' names carry "_tws".
+                plan, infix = cut.removeprefix("tws_"), "_tws" if cut.startswith("tws_") else ""
                 with _stage(f"spark replay, plan cut: {cut}"):
                     seconds, cpu, reports, rows = run_spark_plan(
-                        spark, path, tws_settings if cut.startswith("tws_") else settings, args.records_per_batch,
-                        cut.removeprefix("tws_"), progress)
+                        spark, path, tws_settings if infix else settings, args.records_per_batch, plan, progress)
                 stage_seconds[cut], stage_cpu[cut] = seconds, cpu
-                if cut == "full":
-                    figures["spark_requests_per_s"] = round(figures["requests"] / seconds)
-                    figures["spark_cpu_requests_per_s"] = round(figures["requests"] / cpu)
-                    figures["spark_responses"] = rows
-                    figures["replay_batch_ms_p50"] = percentile(_batch_durations(reports, min_rows=1), 50)
-                    figures["replay_breakdown"] = breakdown(reports)
-                elif cut == "ceiling":
-                    figures["ceiling_requests_per_s"] = round(figures["requests"] / seconds)
-                    figures["ceiling_cpu_requests_per_s"] = round(figures["requests"] / cpu)
-                    figures["ceiling_breakdown"] = breakdown(reports)
-                elif cut == "tws_full":
-                    figures["spark_tws_requests_per_s"] = round(figures["requests"] / seconds)
-                    figures["spark_tws_cpu_requests_per_s"] = round(figures["requests"] / cpu)
-                    figures["spark_tws_responses"] = rows
-                    figures["replay_tws_batch_ms_p50"] = percentile(_batch_durations(reports, min_rows=1), 50)
-                    figures["replay_tws_breakdown"] = breakdown(reports)
-                elif cut == "tws_ceiling":
-                    figures["ceiling_tws_requests_per_s"] = round(figures["requests"] / seconds)
-                    figures["ceiling_tws_cpu_requests_per_s"] = round(figures["requests"] / cpu)
-                    figures["ceiling_tws_breakdown"] = breakdown(reports)
+                if plan == "full":
+                    figures[f"spark{infix}_requests_per_s"] = round(figures["requests"] / seconds)
+                    figures[f"spark{infix}_cpu_requests_per_s"] = round(figures["requests"] / cpu)
+                    figures[f"spark{infix}_responses"] = rows
+                    figures[f"replay{infix}_batch_ms_p50"] = percentile(_batch_durations(reports, min_rows=1), 50)
+                    figures[f"replay{infix}_breakdown"] = breakdown(reports)
+                elif plan == "ceiling":
+                    figures[f"ceiling{infix}_requests_per_s"] = round(figures["requests"] / seconds)
+                    figures[f"ceiling{infix}_cpu_requests_per_s"] = round(figures["requests"] / cpu)
+                    figures[f"ceiling{infix}_breakdown"] = breakdown(reports)
         figures.update(memory.figures(""))
         figures["replay_records"] = lines_count
         if "local_requests_per_s" in figures:
