@@ -1,4 +1,4 @@
-"""Records are read with orjson when it can, with the standard library otherwise: the same values either way."""
+"""`decode_record` reads a record as the standard library does: the same values, integers of any size included."""
 
 from __future__ import annotations
 
