@@ -8,7 +8,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from enum import Enum
 from typing import Any
+
+try:  # a faster writer where installed; the engine runs on the standard library alone (the conformance runner's)
+    import orjson
+except ImportError:
+    orjson = None  # type: ignore[assignment]
 
 from .requests import Invalid
 from .responses import Response, invalid_response
@@ -17,8 +23,38 @@ DEAD_LETTER_RAW_LIMIT = 65536
 
 
 def to_json(obj: Any) -> str:
-    """Compact JSON, UTF-8 text as is, keys in the order built: the one output format."""
+    """Compact JSON, UTF-8 text as is, keys in the order built: the one output format.
+
+    The text is json.dumps's (ensure_ascii=False, compact separators), written by orjson in a tenth of the time
+    where the two agree: objects and arrays of str, int, bool, null and str/int enum members. orjson refuses
+    the rest of the cases the two disagree on (integers outside 64 bits, lone surrogates, keys that are not
+    str, nesting past 254), and a float (formatted otherwise by each) or any other type is not given to it:
+    those take json.dumps.
+    """
+    if orjson is not None and (type(obj) is dict or type(obj) is list):
+        try:
+            if _holds_only_what_orjson_writes_alike(obj):
+                return orjson.dumps(obj).decode()
+        except (orjson.JSONEncodeError, RecursionError):
+            pass
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def _holds_only_what_orjson_writes_alike(container: dict[Any, Any] | list[Any]) -> bool:
+    """Whether every value inside is an object, array, str, int, bool, null or str/int enum member (of the
+    enum's own value, as json.dumps writes it)."""
+    for value in container.values() if type(container) is dict else container:
+        kind = type(value)
+        if kind is str or kind is int or value is None or kind is bool:
+            continue
+        if kind is dict or kind is list:
+            if _holds_only_what_orjson_writes_alike(value):
+                continue
+            return False
+        # orjson writes an enum member as its value, json.dumps a str or int subclass as its str or int
+        if not (isinstance(value, Enum) and type(value.value) in (str, int) and value.value == value):
+            return False
+    return True
 
 
 def dead_letter(source: str, raw: bytes | None, reason: str) -> dict[str, Any]:
