@@ -13,13 +13,13 @@ so an older release never silently drops what it cannot read.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from .config import EngineConfig
 from .group import Group
 from .model import ClassicGroupState, Member
 from .offsets import OffsetStore
+from .output import from_json, to_json
 from .requests import Protocol, Reply
 from .timers import Timers
 
@@ -81,11 +81,11 @@ def encode_group(group: Group) -> bytes:
         "state_since_ms": group.state_since_ms,
         "subscribed_topics": None if group.subscribed_topics is None else sorted(group.subscribed_topics),
     }
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return to_json(data).encode("utf-8")
 
 
 def decode_group(raw: bytes, config: EngineConfig) -> Group:
-    data = json.loads(raw)
+    data = from_json(raw)
     if data.get("format") not in READABLE_FORMATS:
         raise StateFormatError(f"group state format {data.get('format')!r} is not readable by this release "
                                f"(reads formats {READABLE_FORMATS}); run the release that wrote the checkpoint")

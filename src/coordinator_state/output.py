@@ -25,7 +25,7 @@ DEAD_LETTER_RAW_LIMIT = 65536
 def to_json(obj: Any) -> str:
     """Compact JSON, UTF-8 text as is, keys in the order built: the one output format.
 
-    The text is json.dumps's (ensure_ascii=False, compact separators), written by orjson in a tenth of the time
+    The text is json.dumps's (ensure_ascii=False, compact separators), written by orjson in a quarter of the time
     where the two agree: objects and arrays of str, int, bool, null and str/int enum members. orjson refuses
     the rest of the cases the two disagree on (integers outside 64 bits, lone surrogates, keys that are not
     str, nesting past 254), and a float (formatted otherwise by each) or any other type is not given to it:
@@ -40,9 +40,26 @@ def to_json(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
+def from_json(raw: bytes) -> Any:
+    """JSON text's value exactly as json.loads reads it; fast for the text `to_json` writes.
+
+    orjson reads alike but for integers outside 64 bits, which it reads as floats and so writes back otherwise
+    (a float's text has a '.' or an 'e', an integer's neither): a value orjson writes back as the very bytes
+    it read is json.loads's value; other text, or text orjson refuses, is read by json.loads.
+    """
+    if orjson is not None:
+        try:
+            value = orjson.loads(raw)
+            if orjson.dumps(value) == raw:
+                return value
+        except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+            pass
+    return json.loads(raw)
+
+
 def _holds_only_what_orjson_writes_alike(container: dict[Any, Any] | list[Any]) -> bool:
     """Whether every value inside is an object, array, str, int, bool, null or str/int enum member (of the
-    enum's own value, as json.dumps writes it)."""
+    enum's own value, as json.dumps writes it): no float, nor any other type."""
     for value in container.values() if type(container) is dict else container:
         kind = type(value)
         if kind is str or kind is int or value is None or kind is bool:

@@ -1,4 +1,5 @@
-"""`to_json` writes exactly json.dumps's text (ensure_ascii=False, compact), whichever writer it takes."""
+"""`to_json` writes exactly json.dumps's text (ensure_ascii=False, compact), and `from_json` reads exactly
+json.loads's value, whichever of orjson and the standard library they take."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from coordinator_state import Api, to_json
 from coordinator_state.errors import Error
 from coordinator_state.model import ClassicGroupState
+from coordinator_state.output import from_json
 
 
 def reference(obj: Any) -> str:
@@ -74,3 +76,22 @@ def test_what_json_dumps_refuses_to_json_refuses(obj: Any) -> None:
         reference(obj)
     with pytest.raises(TypeError):
         to_json(obj)
+
+
+TEXTS = st.one_of(
+    PLAIN_OBJECTS.map(lambda obj: reference(obj).encode("utf-8", "surrogatepass")),
+    OBJECTS.map(lambda obj: json.dumps(obj, default=str, skipkeys=True).encode("utf-8", "surrogatepass")),
+    st.sampled_from([b"[18446744073709551616]", b'{"a":-9223372036854775809}', b"[NaN]", b"1E400", b'["\\ud800"]',
+                     b"[" * 1100 + b"]" * 1100, b"\xef\xbb\xbf{}", b"{", b"\xff", "[1]".encode("utf-16")]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(TEXTS)
+def test_from_json_reads_json_loads_value(raw: bytes) -> None:
+    try:
+        expected = repr(json.loads(raw))
+    except (ValueError, RecursionError) as exc:
+        with pytest.raises(type(exc)):
+            from_json(raw)
+    else:
+        assert repr(from_json(raw)) == expected
