@@ -5,6 +5,8 @@ A thin adapter over `coordinator_state.run_group`. The pipeline:
 1. `mapInArrow(parse)`: every record becomes a request (keyed by its body's group id, with its
    event time), a tick (event time only) or an invalid record (a dead letter, plus an answer when
    it names a `reply_to`). Invalid records carry no event time, so they cannot move the watermark.
+   A group's requests from one Arrow batch of one source partition travel as one row (a pack, in
+   log order, with their latest event time), and so do the batch's invalid records.
 2. `withWatermark(event_time, lateness)`: ticks move it too; then ticks are filtered out.
 3. `groupBy(invalid, group_id).applyInPandasWithState(EventTimeTimeout)`: per call, `run_group`
    fires the group's timers due by the watermark, processes its rows in log order and returns the
