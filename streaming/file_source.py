@@ -2,9 +2,9 @@
 
 Options: ``path`` (required), ``maxRecordsPerBatch`` (fixes the micro-batch size). Each line is a
 record: offset = line number - 1, partition 0, no key, no broker timestamp. After the last line
-the source yields one more record in a batch of its own: a Tick at the largest event time of the
-file. It moves nothing (the watermark already trails that time) but makes Spark run one more
-batch, with the final watermark, so every timer due by then fires, as the local replay's do.
+the source yields one more record in a batch of its own: a Tick at time 0. It moves nothing (a
+watermark never goes back) but makes Spark run one more batch, with the final watermark, so every
+timer due by then fires, as the local replay's do.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from coordinator_state import Invalid, parse_raw, to_json
+from coordinator_state import tick_envelope, to_json
 
 SOURCE_NAME = "coordinator_file"
 SCHEMA = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
@@ -51,12 +51,14 @@ def split_lines(data: bytes) -> list[bytes]:
     return [line.removesuffix(b"\r") for line in lines]
 
 
-def scan_traffic(path: str) -> tuple[array[int], bytes | None]:
-    """Where each line starts (and one past the end of the last line), and the end-of-input tick: a Tick at
-    the largest event time among the valid records (None if there is none). Reads the file in chunks, so a
-    file larger than memory replays: only the line starts (8 bytes a line) are kept."""
+# The end-of-input record; at time 0 it cannot move the watermark, so the file need not be parsed to place it.
+END_OF_INPUT_TICK = to_json(tick_envelope(0)).encode()
+
+
+def scan_line_starts(path: str) -> array[int]:
+    """Where each line starts, and one past the end of the last line. Reads the file in chunks, so a file
+    larger than memory replays: only the line starts (8 bytes a line) are kept."""
     starts = array("q", [0])
-    high: int | None = None
     pending = b""
     with open(path, "rb") as fh:
         while chunk := fh.read(SCAN_CHUNK_BYTES):
@@ -64,19 +66,9 @@ def scan_traffic(path: str) -> tuple[array[int], bytes | None]:
             pending = lines.pop()
             for line in lines:
                 starts.append(starts[-1] + len(line) + 1)
-                high = _latest(high, line.removesuffix(b"\r"))
     if pending:
         starts.append(starts[-1] + len(pending) + 1)
-        high = _latest(high, pending.removesuffix(b"\r"))
-    tick = None if high is None else to_json({"api": "Tick", "timestamp_ms": high}).encode()
-    return starts, tick
-
-
-def _latest(high: int | None, line: bytes) -> int | None:
-    parsed = parse_raw(line)
-    if isinstance(parsed, Invalid):
-        return high
-    return parsed.timestamp_ms if high is None else max(high, parsed.timestamp_ms)
+    return starts
 
 
 @dataclass(frozen=True)
@@ -94,9 +86,9 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, path: str, max_records: int | None) -> None:
         self.path = path
         self.max_records = max_records
-        self.line_starts, self.tick = scan_traffic(path)
+        self.line_starts = scan_line_starts(path)
         self.lines = len(self.line_starts) - 1
-        self.total = self.lines + (self.tick is not None)
+        self.total = self.lines + 1  # the end-of-input tick
 
     def initialOffset(self) -> dict[str, int]:
         return {"line": 0}
@@ -117,7 +109,7 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
         first, last = start["line"], min(end["line"], self.lines)
-        tick = self.tick if start["line"] <= self.lines < end["line"] else None
+        tick = END_OF_INPUT_TICK if start["line"] <= self.lines < end["line"] else None
         if last <= first and tick is None:
             return []
         return [LineRange(self.path, first, self.line_starts[first], self.line_starts[max(last, first)], tick)]

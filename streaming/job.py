@@ -5,6 +5,8 @@ A thin adapter over `coordinator_state.run_group`. The pipeline:
 1. `mapInArrow(parse)`: every record becomes a request (keyed by its body's group id, with its
    event time), a tick (event time only) or an invalid record (a dead letter, plus an answer when
    it names a `reply_to`). Invalid records carry no event time, so they cannot move the watermark.
+   A group's requests from one Arrow batch of one source partition travel as one row (a pack, in
+   log order, with their latest event time), and so do the batch's invalid records.
 2. `withWatermark(event_time, lateness)`: ticks move it too; then ticks are filtered out.
 3. `groupBy(invalid, group_id).applyInPandasWithState(EventTimeTimeout)`: per call, `run_group`
    fires the group's timers due by the watermark, processes its rows in log order and returns the
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import pandas as pd
@@ -53,8 +56,15 @@ from coordinator_state import (
 
 from .settings import TRANSFORM_WITH_STATE, engine_config, stateful_operator
 
+# One row per pack: a group's requests from one Arrow batch of one source partition (in log order), the
+# invalid records of one batch under the `invalid` key, or a tick. Packing moves a tenth of the rows through
+# the shuffle and into the operator, whose Row-based input converts every cell on its own.
 PARSED_SCHEMA = ("kind string, invalid boolean, group_id string, event_ms long, partition int, offset long, "
-                 "record_ts long, value binary, dead_letter string, response string, reply_to string")
+                 "count int, records array<binary>, record_ts array<long>, dead_letters array<string>, "
+                 "answers array<string>, reply_tos array<string>")
+# What the stateful operator reads of a pack, in this order (the Row-based adapter unpacks by position).
+OPERATOR_COLUMNS = ("invalid", "group_id", "partition", "offset", "records", "record_ts", "dead_letters", "answers",
+                    "reply_tos")
 OUTPUT_SCHEMA = "topic string, key string, value string"
 STATE_SCHEMA = "group binary"
 TWS_STATE_SCHEMA = "group binary, timer long"  # the encoded group and the timer armed for it
@@ -68,10 +78,26 @@ def _source_label(source: str, partition: int, offset: int) -> str:
 
 PARSED_ARROW_SCHEMA = pa.schema([
     ("kind", pa.string()), ("invalid", pa.bool_()), ("group_id", pa.string()), ("event_ms", pa.int64()),
-    ("partition", pa.int32()), ("offset", pa.int64()), ("record_ts", pa.int64()), ("value", pa.binary()),
-    ("dead_letter", pa.string()), ("response", pa.string()), ("reply_to", pa.string())])
+    ("partition", pa.int32()), ("offset", pa.int64()), ("count", pa.int32()), ("records", pa.list_(pa.binary())),
+    ("record_ts", pa.list_(pa.int64())), ("dead_letters", pa.list_(pa.string())), ("answers", pa.list_(pa.string())),
+    ("reply_tos", pa.list_(pa.string()))])
 
 Parser = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+
+
+class _Pack:
+    """The requests of one group, or the invalid records, from one Arrow batch of one source partition."""
+
+    __slots__ = ("answers", "event_ms", "letters", "offset", "partition", "record_ts", "records", "reply_tos")
+
+    def __init__(self, partition: int, offset: int) -> None:
+        self.partition, self.offset = partition, offset
+        self.event_ms: int | None = None
+        self.records: list[bytes] = []
+        self.record_ts: list[int | None] = []
+        self.letters: list[str] = []
+        self.answers: list[str | None] = []
+        self.reply_tos: list[str | None] = []
 
 
 def make_parser(max_clock_skew_ms: int | None, source: str) -> Parser:
@@ -79,24 +105,41 @@ def make_parser(max_clock_skew_ms: int | None, source: str) -> Parser:
 
     def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            rows: list[tuple[Any, ...]] = []
+            ticks: list[tuple[int, int, int]] = []  # event time, partition, offset
+            packs: dict[tuple[bool, str | None, int], _Pack] = {}  # by (invalid, group id, partition), first seen first
             for raw, partition, offset, ts in zip(batch.column("value").to_pylist(),
                                                   batch.column("partition").to_pylist(),
                                                   batch.column("offset").to_pylist(),
                                                   batch.column("record_ts").to_pylist(), strict=True):
                 parsed = for_one_group(parse_raw(raw, record_timestamp_ms=ts, max_clock_skew_ms=max_clock_skew_ms))
                 if isinstance(parsed, Tick):
-                    rows.append(("tick", False, None, parsed.timestamp_ms, partition, offset, ts, None, None, None,
-                                 None))
-                elif isinstance(parsed, Invalid):
+                    ticks.append((parsed.timestamp_ms, partition, offset))
+                    continue
+                invalid = isinstance(parsed, Invalid)
+                key = (invalid, "" if invalid else parsed.group_id, partition)
+                pack = packs.get(key)
+                if pack is None:
+                    pack = packs[key] = _Pack(partition, offset)
+                if isinstance(parsed, Invalid):
                     letter, response = reject(parsed, _source_label(source, int(partition), int(offset)), raw)
                     # The dead letter already holds the record: the raw value is not shuffled a second time.
-                    rows.append(("invalid", True, "", None, partition, offset, ts, None, to_json(letter),
-                                 None if response is None else to_json(response),
-                                 None if response is None else response["reply_to"]))
+                    pack.letters.append(to_json(letter))
+                    pack.answers.append(None if response is None else to_json(response))
+                    pack.reply_tos.append(None if response is None else response["reply_to"])
                 else:
-                    rows.append(("request", False, parsed.group_id, parsed.timestamp_ms, partition, offset, ts, raw,
-                                 None, None, None))
+                    pack.records.append(raw)
+                    pack.record_ts.append(ts)
+                    if pack.event_ms is None or parsed.timestamp_ms > pack.event_ms:
+                        pack.event_ms = parsed.timestamp_ms
+            rows: list[tuple[Any, ...]] = [("tick", False, None, t, p, o, 1, None, None, None, None, None)
+                                           for t, p, o in ticks]
+            for (invalid, group_id, _), pack in packs.items():
+                if invalid:
+                    rows.append(("invalid", True, "", None, pack.partition, pack.offset, len(pack.letters), None,
+                                 None, pack.letters, pack.answers, pack.reply_tos))
+                else:
+                    rows.append(("request", False, group_id, pack.event_ms, pack.partition, pack.offset,
+                                 len(pack.records), pack.records, pack.record_ts, None, None, None))
             columns: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [[]] * len(PARSED_ARROW_SCHEMA)
             yield pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(columns, PARSED_ARROW_SCHEMA,
                                                                                   strict=True)],
@@ -189,10 +232,15 @@ def make_group_step(settings: Mapping[str, Any], live: bool,
             rows = rows.sort_values(["partition", "offset"])
         if invalid:
             assert rows is not None
-            yield _frame(core.invalid(zip(rows["dead_letter"], rows["response"], rows["reply_to"], strict=True)))
+            letters, answers, reply_tos = (chain.from_iterable(rows[name]) for name in OPERATOR_COLUMNS[-3:])
+            yield _frame(core.invalid(zip(letters, answers, reply_tos, strict=True)))
             return
+        # Arrow's list<long> arrives as a float array with NaN for a record without a broker timestamp (exact for
+        # times in milliseconds), or as objects with None when no record of the pack has one.
         records = [] if rows is None else [
-            (raw, None if pd.isna(ts) else int(ts)) for raw, ts in zip(rows["value"], rows["record_ts"], strict=True)]
+            (raw, None if ts is None or ts != ts else int(ts))
+            for pack, times in zip(rows["records"], rows["record_ts"], strict=True)
+            for raw, ts in zip(pack, times, strict=True)]
         stored = state.get[0] if state.exists else None
         outcome = core.group(group_id, records, None if stored is None else bytes(stored),
                              state.getCurrentWatermarkMs())
@@ -230,11 +278,15 @@ class CoordinatorProcessor(StatefulProcessor):
         self.core = CoordinatorStep(self.settings, self.live, self.late_requests)
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Row]:
+        # Rows unpack by position, in OPERATOR_COLUMNS' order: a Row's lookup by name scans its field names.
+        packs = sorted(rows, key=_log_position)  # they almost always come in order: a linear pass then
         if bool(key[0]):
-            yield from _rows(self.core.invalid((r["dead_letter"], r["response"], r["reply_to"]) for r in rows))
+            yield from _rows(self.core.invalid(
+                (letter, answer, reply_to) for *_, letters, answers, reply_tos, _ in packs
+                for letter, answer, reply_to in zip(letters, answers, reply_tos, strict=True)))
             return
-        ordered = sorted(rows, key=_log_position)  # they almost always come in order: a linear pass then
-        yield from self._step(str(key[1]), [(r["value"], r["record_ts"]) for r in ordered], timerValues)
+        records = [record for _, _, _, _, values, times, *_ in packs for record in zip(values, times, strict=True)]
+        yield from self._step(str(key[1]), records, timerValues)
 
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues,
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Row]:
@@ -270,11 +322,14 @@ class CoordinatorProcessor(StatefulProcessor):
 
 
 def _log_position(row: Row) -> tuple[int, int]:
-    return row["partition"], row["offset"]
+    return row[2], row[3]  # partition, offset (OPERATOR_COLUMNS)
+
+
+_OutputRow = Row("topic", "key", "value")
 
 
 def _rows(rows: list[OutputRow]) -> Iterator[Row]:
-    return (Row(topic=topic, key=key, value=value) for topic, key, value in rows)
+    return (_OutputRow(topic, key, value) for topic, key, value in rows)
 
 
 class EmptyProcessor(StatefulProcessor):
@@ -304,8 +359,9 @@ def _in_log_order(rows: pd.DataFrame) -> bool:
     return bool((ahead | (same & (offsets[1:] > offsets[:-1]))).all())
 
 
-def _count(condition: Column) -> Column:
-    return F.sum(F.when(condition, 1).otherwise(0))
+def _records_where(condition: Column) -> Column:
+    """How many records the packs meeting `condition` hold."""
+    return F.sum(F.when(condition, F.col("count")).otherwise(0))
 
 
 def _empty_step(key: tuple[Any, ...], batches: Iterator[pd.DataFrame],
@@ -331,10 +387,10 @@ def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: boo
         .withColumn("event_time", F.timestamp_millis("event_ms"))
         .withWatermark("event_time", f"{lateness} milliseconds")
         .observe(METRICS_NAME,
-                 F.count(F.lit(1)).alias("records"),
-                 _count(F.col("kind") == "request").alias("requests"),
-                 _count(F.col("kind") == "tick").alias("ticks"),
-                 _count(F.col("kind") == "invalid").alias("dead_letters"))
+                 F.sum("count").alias("records"),
+                 _records_where(F.col("kind") == "request").alias("requests"),
+                 _records_where(F.col("kind") == "tick").alias("ticks"),
+                 _records_where(F.col("kind") == "invalid").alias("dead_letters"))
     )
     # With event-time timeouts or timers, Spark drops the rows whose watermarked event-time column is older
     # than the watermark (late requests) before the function sees them; they must be answered instead. So the
@@ -343,8 +399,7 @@ def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: boo
     # upstream from the real event times.
     never_late = F.lit(None).cast("timestamp").alias(
         "event_time", metadata={"spark.watermarkDelayMs": lateness})
-    requests = parsed.filter(F.col("kind") != "tick")
-    grouped = requests.select(*[c for c in requests.columns if c != "event_time"], never_late).groupBy(
+    grouped = parsed.filter(F.col("kind") != "tick").select(*OPERATOR_COLUMNS, never_late).groupBy(
         "invalid", "group_id")
     if stateful_operator(settings) == TRANSFORM_WITH_STATE:
         processor = EmptyProcessor() if empty_group_step else CoordinatorProcessor(settings, live, late_requests)

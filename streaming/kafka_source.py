@@ -23,6 +23,7 @@ a retried task re-sends its rows.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -110,6 +111,12 @@ class ReaderOptions:
         )
 
 
+FETCH_MAX_WAIT_MS = 5
+# The planner looks partitions up again at most this often: a forced metadata refresh costs about 40 ms, once per
+# micro-batch otherwise (kafka-python, embedded broker).
+METADATA_REFRESH_S = 5.0
+
+
 def _consumer(bootstrap_servers: str, client_id: str) -> KafkaConsumer:
     """A group-less, non-committing consumer: positions are driven only by Spark's offsets."""
     return KafkaConsumer(
@@ -119,18 +126,21 @@ def _consumer(bootstrap_servers: str, client_id: str) -> KafkaConsumer:
         enable_auto_commit=False,
         # Never skip silently past data that retention removed: fail the task instead.
         auto_offset_reset="none",
-        fetch_max_wait_ms=50,
+        # A fetch at the log end (every offset lookup makes one) waits this long for data that is not there.
+        fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
     )
 
 
-def log_end_offsets(consumer: KafkaConsumer, topic: str, timeout_s: float = 30.0) -> Offsets:
+def log_end_offsets(consumer: KafkaConsumer, topic: str, timeout_s: float = 30.0, *,
+                    refresh_metadata: bool = True) -> Offsets:
     """Offset after the last record of every current partition of ``topic`` ({} if it does not exist).
 
     ``ListOffsets(latest)`` alone is not enough: Tansu 0.6 answers with the last batch's base
     offset + 1. The high watermark of a fetch is exact on every broker, so each partition is fetched
     once from the listed offset and the larger of the two values wins.
     """
-    consumer.topics()  # forces a metadata refresh, so partitions added since last time are seen
+    if refresh_metadata:
+        consumer.topics()  # forces a metadata refresh, so partitions added since last time are seen
     tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
     if not tps:
         return {}
@@ -143,7 +153,7 @@ def log_end_offsets(consumer: KafkaConsumer, topic: str, timeout_s: float = 30.0
     while any(consumer.highwater(tp) is None for tp in tps):
         if time.monotonic() > deadline:
             raise TimeoutError(f"no fetch response for {topic} within {timeout_s:.0f}s")
-        consumer.poll(timeout_ms=100)
+        consumer.poll(timeout_ms=FETCH_MAX_WAIT_MS)
     return {str(tp.partition): max(listed[tp], consumer.highwater(tp)) for tp in tps}
 
 
@@ -246,6 +256,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._consumer: KafkaConsumer | None = None
         self._available_now_target: Offsets | None = None
         self._latest_seen: Offsets | None = None
+        self._metadata_refreshed_at = -math.inf
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickle without the driver's live Kafka client."""
@@ -255,7 +266,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Current log end offsets, via one long-lived driver-side consumer."""
         if self._consumer is None:
             self._consumer = _consumer(self.options.bootstrap_servers, f"{SOURCE_NAME}-planner")
-        self._latest_seen = log_end_offsets(self._consumer, self.options.topic)
+        now = time.monotonic()
+        refresh = now - self._metadata_refreshed_at >= METADATA_REFRESH_S
+        self._latest_seen = log_end_offsets(self._consumer, self.options.topic, refresh_metadata=refresh)
+        if refresh:
+            self._metadata_refreshed_at = now
         return self._latest_seen
 
     def initialOffset(self) -> Offsets:

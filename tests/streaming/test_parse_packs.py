@@ -1,0 +1,86 @@
+"""The parse stage's packs (no Spark session): what the operator gets must be every record, each in its group's
+log order, with the event times and counts the watermark and the metrics are computed from."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from coordinator_state import to_json
+from streaming.job import make_parser
+from streaming.traffic_gen import EPOCH_MS, heartbeat_request, tick
+
+# (kind, group, partition, time): a heartbeat of a group, a tick, or a record that is not JSON.
+Record = tuple[str, str, int, int]
+RECORDS = st.lists(st.tuples(st.sampled_from(["request", "request", "request", "tick", "invalid"]),
+                             st.sampled_from(["a", "b", "c"]), st.integers(0, 2), st.integers(0, 10_000)),
+                   max_size=40)
+
+
+def raw(kind: str, group: str, t: int, correlation_id: int) -> bytes:
+    if kind == "tick":
+        return to_json(tick(EPOCH_MS + t)).encode()
+    if kind == "invalid":
+        return b"not json " + group.encode()
+    return to_json(heartbeat_request(group, 0, "m", 1, EPOCH_MS + t, correlation_id, dynamic=True)).encode()
+
+
+def parse_stage(records: list[Record], arrow_batch_rows: int) -> list[dict[str, Any]]:
+    """The records, offsets per partition in order, through the parse stage in Arrow batches of a given size."""
+    next_offset = [0, 0, 0]
+    columns: dict[str, list[Any]] = {"value": [], "partition": [], "offset": [], "record_ts": []}
+    for number, (kind, group, partition, t) in enumerate(records):
+        columns["value"].append(raw(kind, group, t, number))
+        columns["partition"].append(partition)
+        columns["offset"].append(next_offset[partition])
+        columns["record_ts"].append(None)
+        next_offset[partition] += 1
+    batch = pa.RecordBatch.from_pydict(columns, schema=pa.schema([
+        ("value", pa.binary()), ("partition", pa.int32()), ("offset", pa.int64()), ("record_ts", pa.int64())]))
+    slices = [batch.slice(start, arrow_batch_rows) for start in range(0, max(len(records), 1), arrow_batch_rows)]
+    return [row for out in make_parser(None, "file")(iter(slices)) for row in out.to_pylist()]
+
+
+@settings(max_examples=150, deadline=None)
+@given(RECORDS, st.integers(1, 15))
+def test_packs_hold_every_record_in_its_groups_log_order(records: list[Record], arrow_batch_rows: int) -> None:
+    rows = parse_stage(records, arrow_batch_rows)
+    assert sum(row["count"] for row in rows) == len(records)
+    for group in "abc":
+        # What both operators do: the group's packs in (partition, first offset) order, concatenated.
+        expected_by_position = [raw(k, g, t, n) for n, (k, g, p, t) in sorted(
+            enumerate(records), key=lambda item: item[1][2]) if k == "request" and g == group]
+        packs = sorted((r for r in rows if r["kind"] == "request" and r["group_id"] == group),
+                       key=lambda r: (r["partition"], r["offset"]))
+        assert [value for pack in packs for value in pack["records"]] == expected_by_position
+        for pack in packs:
+            assert pack["count"] == len(pack["records"]) == len(pack["record_ts"])
+            assert pack["event_ms"] == max(json.loads(value)["timestamp_ms"] for value in pack["records"])
+    invalid = sorted((r for r in rows if r["kind"] == "invalid"), key=lambda r: (r["partition"], r["offset"]))
+    assert all(r["invalid"] and r["group_id"] == "" and r["event_ms"] is None for r in invalid)
+    letters = [letter for pack in invalid for letter in pack["dead_letters"]]
+    assert len(letters) == sum(k == "invalid" for k, *_ in records)
+    ticks = [r["event_ms"] for r in rows if r["kind"] == "tick"]
+    assert sorted(ticks) == sorted(EPOCH_MS + t for k, _, _, t in records if k == "tick")
+    # The watermark is computed from the packs' event times: their maximum is the records' maximum.
+    request_times = [EPOCH_MS + t for k, _, _, t in records if k == "request"]
+    pack_times = [r["event_ms"] for r in rows if r["kind"] == "request"]
+    assert max(pack_times, default=None) == max(request_times, default=None)
+
+
+def test_one_arrow_batch_of_one_partition_gives_one_pack_per_group() -> None:
+    records: list[Record] = [("request", "a", 0, 5), ("request", "b", 0, 7), ("invalid", "a", 0, 0),
+                             ("request", "a", 0, 3), ("tick", "a", 0, 9), ("invalid", "b", 0, 0)]
+    rows = parse_stage(records, 100)
+    by_kind = {(r["kind"], r["group_id"]): r for r in rows}
+    assert len(rows) == 4
+    a = by_kind[("request", "a")]
+    assert (a["offset"], a["count"], a["event_ms"]) == (0, 2, EPOCH_MS + 5)
+    assert a["records"] == [raw("request", "a", 5, 0), raw("request", "a", 3, 3)]
+    invalid = by_kind[("invalid", "")]
+    assert (invalid["offset"], invalid["count"], len(invalid["dead_letters"])) == (2, 2, 2)
+    assert by_kind[("tick", None)]["event_ms"] == EPOCH_MS + 9
