@@ -10,10 +10,12 @@ timer due by then fires, as the local replay's do.
 from __future__ import annotations
 
 import itertools
+import math
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
@@ -58,19 +60,25 @@ def split_lines(data: bytes) -> list[bytes]:
 END_OF_INPUT_TICK = to_json(tick_envelope(0)).encode()
 
 
-def scan_line_starts(path: str) -> array[int]:
-    """Where each line starts, and one past the end of the last line. Reads the file in chunks, so a file
-    larger than memory replays: only the line starts (8 bytes a line) are kept."""
-    starts = array("q", [0])
+def _read_lines(fh: BinaryIO, size: int | None) -> Iterator[bytes]:
+    """The lines of the next `size` bytes of `fh` (all that is left if None) as `split_lines` cuts them, but for
+    the "\\r" it leaves; read a chunk at a time, so a file larger than memory can be read."""
+    remaining = math.inf if size is None else size
     pending = b""
-    with open(path, "rb") as fh:
-        while chunk := fh.read(SCAN_CHUNK_BYTES):
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
-            for line in lines:
-                starts.append(starts[-1] + len(line) + 1)
+    while remaining > 0 and (chunk := fh.read(int(min(SCAN_CHUNK_BYTES, remaining)))):
+        remaining -= len(chunk)
+        *lines, pending = (pending + chunk).split(b"\n")
+        yield from lines
     if pending:
-        starts.append(starts[-1] + len(pending) + 1)
+        yield pending
+
+
+def scan_line_starts(path: str) -> array[int]:
+    """Where each line starts, and one past the end of the last line: only these (8 bytes a line) are kept."""
+    starts = array("q", [0])
+    with open(path, "rb") as fh:
+        for line in _read_lines(fh, None):
+            starts.append(starts[-1] + len(line) + 1)
     return starts
 
 
@@ -125,27 +133,15 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The range's lines in Arrow batches, read a chunk at a time: a batch of any size needs no more memory."""
         assert isinstance(partition, LineRange)
-        lines: list[bytes] = []
-        offset = partition.first_line
-        pending = b""
         with open(partition.path, "rb") as fh:
             fh.seek(partition.byte_start)
-            remaining = partition.byte_end - partition.byte_start
-            while remaining > 0 and (chunk := fh.read(min(SCAN_CHUNK_BYTES, remaining))):
-                remaining -= len(chunk)
-                parts = (pending + chunk).split(b"\n")
-                pending = parts.pop()
-                lines += (line.removesuffix(b"\r") for line in parts)
-                while len(lines) >= ARROW_BATCH_ROWS:
-                    yield records_batch(lines[:ARROW_BATCH_ROWS], offset)
-                    del lines[:ARROW_BATCH_ROWS]
-                    offset += ARROW_BATCH_ROWS
-        if pending:
-            lines.append(pending.removesuffix(b"\r"))
-        if partition.tick is not None:
-            lines.append(partition.tick)
-        for start in range(0, len(lines), ARROW_BATCH_ROWS):
-            yield records_batch(lines[start:start + ARROW_BATCH_ROWS], offset + start)
+            lines = itertools.chain((line.removesuffix(b"\r") for line in
+                                     _read_lines(fh, partition.byte_end - partition.byte_start)),
+                                    [] if partition.tick is None else [partition.tick])
+            offset = partition.first_line
+            while batch := list(itertools.islice(lines, ARROW_BATCH_ROWS)):
+                yield records_batch(batch, offset)
+                offset += len(batch)
 
 
 class FileDataSource(DataSource):
