@@ -86,7 +86,7 @@ def run_restart(settings: Mapping[str, Any], master: str, groups: int) -> dict[s
         progress = ProgressLog()
         progress.attach(spark)
         start_query(spark, live_settings, checkpoint, available_now=True).awaitTermination()
-        time.sleep(1)  # the listener's last report arrives asynchronously
+        progress.await_end(0)  # the listener's last report arrives asynchronously
         first = next((r for r in progress.since(0) if int(r.get("numInputRows") or 0) > 0), None)
         if first is not None:
             # A report's timestamp is its batch's start: the batch ended triggerExecution ms later.

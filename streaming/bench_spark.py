@@ -162,36 +162,50 @@ class ProgressLog:
 
     def __init__(self) -> None:
         self.reports: list[dict[str, Any]] = []
-        self.lock = threading.Lock()
+        self.terminated = 0  # queries ended since `attach`
+        self.changed = threading.Condition()
 
     def attach(self, spark: Any) -> None:
         from pyspark.sql.streaming.listener import StreamingQueryListener
 
-        reports, lock = self.reports, self.lock
+        log = self
 
         class Listener(StreamingQueryListener):
             def onQueryStarted(self, event: Any) -> None:
                 pass
 
             def onQueryProgress(self, event: Any) -> None:
-                with lock:
-                    reports.append(json.loads(event.progress.json))
+                with log.changed:
+                    log.reports.append(json.loads(event.progress.json))
 
             def onQueryIdle(self, event: Any) -> None:
                 pass
 
             def onQueryTerminated(self, event: Any) -> None:
-                pass
+                with log.changed:
+                    log.terminated += 1
+                    log.changed.notify_all()
 
         spark.streams.addListener(Listener())
 
     def since(self, mark: int) -> list[dict[str, Any]]:
-        with self.lock:
+        with self.changed:
             return list(self.reports[mark:])
 
     def mark(self) -> int:
-        with self.lock:
+        with self.changed:
             return len(self.reports)
+
+    def ended(self) -> int:
+        with self.changed:
+            return self.terminated
+
+    def await_end(self, ended_before: int, timeout_s: float = 30.0) -> None:
+        """Waits until a query ended after `ended()` said `ended_before`. Spark's listener bus delivers a query's
+        events in order, so by then every progress report of that query is here."""
+        with self.changed:
+            if not self.changed.wait_for(lambda: self.terminated > ended_before, timeout_s):
+                raise TimeoutError(f"no query-terminated event within {timeout_s:g} s")
 
 
 DURATION_KEYS = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets",
@@ -245,7 +259,7 @@ def run_spark_plan(spark: Any, path: Path, settings: Mapping[str, Any], records_
     """
     from .job import build_pipeline, make_parser
 
-    mark = progress.mark()
+    mark, ended = progress.mark(), progress.ended()
     started, cpu = time.perf_counter(), tree_cpu_seconds()
     if cut == "full":
         from .replay import replay_spark_to_files
@@ -272,7 +286,7 @@ def run_spark_plan(spark: Any, path: Path, settings: Mapping[str, Any], records_
             query.awaitTermination()
         rows = 0
     elapsed, cpu = time.perf_counter() - started, tree_cpu_seconds() - cpu
-    time.sleep(0.5)  # the listener's last report arrives asynchronously
+    progress.await_end(ended)  # the listener's last report arrives asynchronously
     return elapsed, cpu, progress.since(mark), rows
 
 
