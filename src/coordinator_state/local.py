@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .config import EngineConfig
-from .group import Group
-from .group_step import handle_in_group
+from .group_step import fire_due, handle_in_group
+from .group_types import GROUP_TYPES, Group, snapshot_of, type_of
 from .listing import list_groups_body
 from .offsets import OffsetChange
 from .requests import Invalid, ListGroups, Parsed, Tick, parse_request
@@ -65,7 +65,7 @@ class LocalCoordinator:
         """Every group as it is at the request's time: each group's timers due by then fire first."""
         t = max(req.timestamp_ms, self._clock)
         responses = self._fire_until(t)
-        body = list_groups_body(req.reply.version, (g.snapshot() for g in self.groups.values()),
+        body = list_groups_body(req.reply.version, (snapshot_of(g) for g in self.groups.values()),
                                 req.states_filter, req.types_filter)
         responses.append(envelope(req.reply, None, t, body))
         return responses
@@ -84,17 +84,16 @@ class LocalCoordinator:
                 continue
             del self._queued[group_id]
             group = self.groups[group_id]
-            due = group.next_deadline()
+            due = type_of(group).next_deadline(group)
             if due is not None and due <= ts_ms:
-                group.fire_due(due)
-                responses += group.drain()
-                self.offset_changes += group.drain_offset_changes()
+                fire_due(group, due)
+                group.drain_into(responses, self.offset_changes)
             self._store(group_id, None if group.removed else group)
         return responses
 
     def describe(self, group_id: str) -> dict[str, Any] | None:
         group = self.groups.get(group_id)
-        return None if group is None else group.snapshot()
+        return None if group is None else snapshot_of(group)
 
     def _store(self, group_id: str, group: Group | None) -> None:
         if group is None:
@@ -104,12 +103,12 @@ class LocalCoordinator:
             return
         self.groups[group_id] = group
         queued = self._queued.get(group_id)
-        heap = group.timers.heap
-        if queued is not None and (not heap or heap[0][0] >= queued):
-            # The top of the group's timer heap is a lower bound of its next deadline (stale entries are dropped
-            # lazily): the queued entry still comes first, so the next deadline need not be looked for.
-            return
-        deadline = group.next_deadline()
+        kind = GROUP_TYPES[group.group_type]
+        if queued is not None:
+            bound = kind.deadline_lower_bound(group)
+            if bound is None or bound >= queued:
+                return  # the queued entry still comes first: the next deadline need not be looked for
+        deadline = kind.next_deadline(group)
         if deadline is not None and (queued is None or deadline < queued):
             self._queued[group_id] = deadline
             self._queue_seq += 1

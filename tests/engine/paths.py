@@ -25,6 +25,7 @@ from coordinator_state import (
     list_groups_body,
     parse_request,
     run_group,
+    snapshot_of,
 )
 from coordinator_state.responses import envelope
 
@@ -56,7 +57,7 @@ class StoredStateCoordinator:
         for group_id in sorted(self.timeouts, key=lambda g: (self.timeouts[g], g)):
             if t > self.timeouts[group_id]:
                 responses += self._call(group_id, [], watermark=t)
-        snapshots = [decode_group(state, self.config).snapshot() for state in self.states.values()]
+        snapshots = [snapshot_of(decode_group(state, self.config)) for state in self.states.values()]
         body = list_groups_body(req.reply.version, snapshots, req.states_filter, req.types_filter)
         return [*responses, envelope(req.reply, None, t, body)]
 
@@ -71,7 +72,7 @@ class StoredStateCoordinator:
 
     def describe(self, group_id: str) -> dict[str, Any] | None:
         state = self.states.get(group_id)
-        return None if state is None else decode_group(state, self.config).snapshot()
+        return None if state is None else snapshot_of(decode_group(state, self.config))
 
     def _call(self, group_id: str, requests: list[Any], watermark: int | None = None) -> list[dict[str, Any]]:
         watermark = self.watermark if watermark is None else watermark

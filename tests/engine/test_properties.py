@@ -23,9 +23,10 @@ from coordinator_state import (
     encode_group,
     parse_request,
     run_group,
+    snapshot_of,
 )
-from coordinator_state.group import Group
-from coordinator_state.model import ClassicGroupState
+from coordinator_state.classic import ClassicGroup
+from coordinator_state.classic.model import ClassicGroupState
 
 from .harness import EPOCH_MS, b64
 
@@ -162,7 +163,7 @@ class Clients:
                 "reply_to": self._reply_to(client), "timestamp_ms": self.now, "body": body}
 
 
-def check_invariants(group: Group, last_generation: int) -> int:
+def check_invariants(group: ClassicGroup, last_generation: int) -> int:
     members = group.members
     assert group.generation_id >= last_generation, "generations never go back"
     assert (group.leader is None) == (not members), "a leader exactly when there are members"
@@ -271,5 +272,5 @@ def test_micro_batch_boundaries_do_not_change_any_answer(steps: list[tuple[Any, 
         if batch:
             watermark = max(watermark, max(r["timestamp_ms"] for r in batch) - lateness)
     assert keyed(actual) == keyed(expected)
-    final = None if state is None else decode_group(state, engine).snapshot()
+    final = None if state is None else snapshot_of(decode_group(state, engine))
     assert final == local.coordinator.describe("g")

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from coordinator_state import EngineConfig, decode_group, encode_group, parse_request, run_group
+from coordinator_state import EngineConfig, decode_group, encode_group, parse_request, run_group, snapshot_of, type_of
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "state_format_2.json"
 CONFIG = EngineConfig.from_mapping({"group.initial.rebalance.delay.ms": 3000, "offsets.retention.minutes": 10})
@@ -30,9 +30,9 @@ def test_a_format_2_state_loads_and_goes_on_as_its_release_did(saved: dict[str, 
     state = saved["state"].encode()
     assert json.loads(state)["format"] == 2
     group = decode_group(state, CONFIG)
-    assert group.snapshot() == saved["snapshot"]
-    assert group.next_deadline() == saved["next_deadline"]
-    assert decode_group(encode_group(group), CONFIG).snapshot() == saved["snapshot"]
+    assert snapshot_of(group) == saved["snapshot"]
+    assert type_of(group).next_deadline(group) == saved["next_deadline"]
+    assert snapshot_of(decode_group(encode_group(group), CONFIG)) == saved["snapshot"]
 
     expected = saved["continuation"]
     first = run_group(state, json.loads(state)["clock"], [parse_request(r) for r in expected["requests"]], CONFIG)

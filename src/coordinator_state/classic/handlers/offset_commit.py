@@ -1,6 +1,6 @@
 """OffsetCommit (docs/OFFSETS_AND_LISTING.md section 2): a member, or a "simple" client, stores its positions.
 
-The whole-request checks are Kafka's `ClassicGroup.validateOffsetCommit` (offsets.commit_error); an
+The whole-request checks are Kafka's `ClassicGroup.validateOffsetCommit` (offset_rules.commit_error); an
 accepted request stores each partition whose metadata fits `offset.metadata.max.bytes` and answers
 each partition on its own. A commit to a group that does not exist either creates a simple group
 (negative generation) or is refused (`absent_group`).
@@ -9,13 +9,18 @@ each partition on its own. A commit to a group that does not exist either create
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
-from ..errors import Error
-from ..group import Group
-from ..offsets import absent_group_commit_error, commit_error, commit_keeps_session, committed_value, metadata_too_large
-from ..requests import OffsetCommit
-from ..responses import Response, envelope
+from ...errors import Error
+from ...offsets import absent_group_commit_error, committed_value, metadata_too_large
+from ...requests import OffsetCommit
+from ...responses import Response, envelope
+from ..answers import answer
+from ..data import ClassicGroup
+from ..expiry import commit_offset
+from ..membership import schedule_session, validate_member
+from ..offset_rules import commit_error, commit_keeps_session
 
 PartitionResults = Sequence[tuple[str, Sequence[tuple[int, Error]]]]
 # An enum member's value and name, looked up once: a commit answers every partition.
@@ -52,14 +57,14 @@ _NONE = Error.NONE
 _TOO_LARGE = Error.OFFSET_METADATA_TOO_LARGE
 
 
-def handle_offset_commit(group: Group, req: OffsetCommit, t: int) -> None:
+def handle_offset_commit(group: ClassicGroup, req: OffsetCommit, t: int) -> None:
     error = commit_error(group.state, group.generation_id, req.generation_id, req.member_id,
-                         req.group_instance_id, group.validate_member)
+                         req.group_instance_id, partial(validate_member, group))
     if error is not _NONE:
         group.out.append(refused(req, t, error))
         return
     if commit_keeps_session(group.state):
-        group.schedule_session(group.members[req.member_id], t)
+        schedule_session(group, group.members[req.member_id], t)
     max_length = group.config.offset_metadata_max_bytes
     retention_time_ms = req.retention_time_ms
     results = []
@@ -71,8 +76,8 @@ def handle_offset_commit(group: Group, req: OffsetCommit, t: int) -> None:
             if metadata_too_large(metadata, max_length):
                 answers.append((partition, _TOO_LARGE))
                 continue
-            group.commit_offset(name, partition, committed_value(
+            commit_offset(group, name, partition, committed_value(
                 offset, leader_epoch, metadata, commit_timestamp_ms, t, retention_time_ms))
             answers.append((partition, _NONE))
         results.append((name, answers))
-    group.answer(req.reply, t, commit_body(req.reply.version, _NONE, results))
+    answer(group, req.reply, t, commit_body(req.reply.version, _NONE, results))
