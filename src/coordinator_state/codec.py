@@ -10,7 +10,8 @@ format: its fields are declared with what an older state loads with (declared.py
   topics (docs/OFFSETS_AND_LISTING.md). A format-1 group loads with no offsets, its subscriptions
   unknown, and its last change time standing in for its last transition (never earlier than the real
   one, so no offset expires early);
-- format 3: + the group's type (group_types.py; formats 1 and 2 were all classic groups).
+- format 3: + the group's type (group_types.py; formats 1 and 2 were all classic groups), + the timers
+  deferred to the group's next event (SEMANTICS.md T3a; none in formats 1 and 2).
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 `handle_in_group` is the one place where a request meets its group: the checks that need no group,
 the answers for a group that does not exist, group creation, the event-time rules of PROTOCOL.md
 section 5 and the boundary where an engine bug becomes an UNKNOWN_SERVER_ERROR answer instead of an
-exception, with the group left exactly as it was before the request (journal.py). `run_group` is what
-the Spark job calls once per group and micro-batch. A group is reached only through its type's interface
-(group_types.py).
+exception, with the group left exactly as it was before the request (journal.py). `fire_due` is the
+same boundary for timers: a timer whose event fails is logged and dropped, the others fire. `run_group`
+is what the Spark job calls once per group and micro-batch. A group is reached only through its type's
+interface (group_types.py).
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from .codec import decode_group, encode_group
 from .config import EngineConfig
 from .error_answer import error_response
 from .errors import Error
-from .group_types import GROUP_TYPES, Group, type_for_absent_group, type_of
+from .group_types import GROUP_TYPES, Group, GroupType, type_for_absent_group, type_of
 from .offsets import OffsetChange
 from .requests import DescribeGroups, JoinGroup, OffsetCommit, OffsetFetch, Request, SyncGroup
 from .responses import Response
+from .timers import TimerFailed
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +47,21 @@ def _precheck(req: Request, config: EngineConfig) -> Error | None:
     return None
 
 
-def fire_due(group: Group, now: int) -> None:
-    """Fires the group's timers due at or before `now`."""
-    type_of(group).fire_due(group, now)
+def fire_due(group: Group, now: int, kind: GroupType | None = None, before_request: bool = False) -> None:
+    """Fires the group's timers due at or before `now` (GroupType.fire_due); a timer whose event fails (an engine
+    bug) is logged and dropped, with the group as it was before that event, and the others fire."""
+    if kind is None:
+        kind = type_of(group)
+    while True:
+        try:
+            kind.fire_due(group, now, before_request)
+            return
+        except TimerFailed:
+            _timer_failed(group)
+
+
+def _timer_failed(group: Group) -> None:
+    log.exception("engine error in a timer of group %r; the timer is dropped", group.group_id)
 
 
 def handle_in_group(
@@ -67,7 +81,11 @@ def handle_in_group(
         kind = GROUP_TYPES[group.group_type]
         if now < group.clock:  # the group's clock never goes back
             now = group.clock
-        kind.fire_due(group, now)  # timers due at or before the request fire first (SEMANTICS.md T2)
+        try:  # `fire_due`, without a call on the way of every request
+            kind.fire_due(group, now, True)  # timers due at or before the request fire first (SEMANTICS.md T2)
+        except TimerFailed:
+            _timer_failed(group)
+            fire_due(group, now, kind, before_request=True)
         if group.removed:
             group.drain_into(responses, offset_changes)
             group = None

@@ -39,7 +39,8 @@ class Group(Protocol):
 
 
 class GroupType(Protocol):
-    """A group type's module. `handle` is atomic: if it raises, the group is as it was."""
+    """A group type's module. `handle` and each timer's event are atomic: one that raises leaves the group as it
+    was (a timer's raises `timers.TimerFailed`, its timer dropped)."""
 
     NAME: str
     APIS: frozenset[str]  # the APIs whose requests for an absent group it answers (or creates the group for)
@@ -50,10 +51,12 @@ class GroupType(Protocol):
     def create(self, group_id: str, t: int, config: EngineConfig) -> Any: ...
 
     def handle(self, group: Any, request: Request, t: int) -> None:
-        """A request's event at `t` (>= the group's clock, its timers due by `t` fired)."""
+        """A request's event at `t` (>= the group's clock, after `fire_due(group, t, before_request=True)`)."""
 
-    def fire_due(self, group: Any, now: int) -> None:
-        """Fires the group's timers due at or before `now`."""
+    def fire_due(self, group: Any, now: int, before_request: bool = False) -> None:
+        """Fires the group's timers due at or before `now`. `before_request`: a request of the group at `now`
+        follows, so the group's clock moves to `now` (timers deferred to its next event fire, SEMANTICS.md T3a);
+        otherwise `now` is a time the coordinator reached (a tick, a watermark), no event of the group."""
 
     def next_deadline(self, group: Any) -> int | None:
         """When the group must be woken next if no request comes; None: never."""

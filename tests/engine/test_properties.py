@@ -63,11 +63,16 @@ def random_walk(seed: int, length: int) -> list[tuple[Any, ...]]:
 walks = st.builds(random_walk, st.integers(0, 2**32), st.integers(10, 250))
 
 
+Timeouts = dict[str, tuple[int, int]]  # client -> (session, rebalance) timeout of its joins
+DEFAULT_TIMEOUTS: Timeouts = dict.fromkeys(CLIENTS, (10000, 20000))
+
+
 class Clients:
     """Turns random actions into plausible (and implausible) requests, remembering what each client was told."""
 
-    def __init__(self, static: dict[str, bool]) -> None:
+    def __init__(self, static: dict[str, bool], timeouts: Timeouts = DEFAULT_TIMEOUTS) -> None:
         self.static = static
+        self.timeouts = timeouts
         self.member_id = dict.fromkeys(CLIENTS, "")
         self.stale_id = dict.fromkeys(CLIENTS, "gone")
         self.generation = dict.fromkeys(CLIENTS, -1)
@@ -135,7 +140,8 @@ class Clients:
         if kind == "join":
             _, _, which, protocols, version = step
             chosen = {"known": member_id, "empty": "", "stale": self.stale_id[client]}[which]
-            body.update(session_timeout_ms=10000, rebalance_timeout_ms=20000, member_id=chosen,
+            session, rebalance = self.timeouts[client]
+            body.update(session_timeout_ms=session, rebalance_timeout_ms=rebalance, member_id=chosen,
                         group_instance_id=instance, protocol_type="consumer",
                         protocols=[{"name": p, "metadata": b64(client + p)} for p in protocols])
         elif kind == "sync":
@@ -187,11 +193,11 @@ def check_invariants(group: ClassicGroup, last_generation: int) -> int:
     return group.generation_id
 
 
-def play(steps: list[tuple[Any, ...]], static: dict[str, bool]) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
-                                                                          LocalCoordinator]:
+def play(steps: list[tuple[Any, ...]], static: dict[str, bool], timeouts: Timeouts = DEFAULT_TIMEOUTS,
+         config: dict[str, Any] = CONFIG) -> tuple[list[dict[str, Any]], list[dict[str, Any]], LocalCoordinator]:
     """Runs the steps against a LocalCoordinator, checking invariants; returns (requests, responses)."""
-    coordinator = LocalCoordinator(CONFIG)
-    clients = Clients(static)
+    coordinator = LocalCoordinator(config)
+    clients = Clients(static, timeouts)
     requests: list[dict[str, Any]] = []
     responses: list[dict[str, Any]] = []
     generation = 0
@@ -249,7 +255,13 @@ def test_micro_batch_boundaries_do_not_change_any_answer(steps: list[tuple[Any, 
                                                          batch_sizes: list[int], lateness: int) -> None:
     """`run_group` over random micro-batches, as the Spark job calls it, equals the record-by-record replay."""
     requests, _, _ = play(steps, static)
-    config = {**CONFIG, "coordinator.lateness.ms": lateness}
+    assert_micro_batches_answer_alike(requests, {**CONFIG, "coordinator.lateness.ms": lateness}, batch_sizes)
+
+
+def assert_micro_batches_answer_alike(requests: list[dict[str, Any]], config: dict[str, Any],
+                                      batch_sizes: list[int]) -> None:
+    """`run_group` over micro-batches of the given sizes (in turn) answers as the record-by-record replay."""
+    lateness = int(config["coordinator.lateness.ms"])
     local = ReplayDriver(config)
     expected: list[dict[str, Any]] = []
     for number, request in enumerate(requests, start=1):
