@@ -6,8 +6,11 @@ adds only what the gateway needs around it:
   enough to route a request and to forward it untouched;
 - `message_to_body` / `body_to_message` convert between message objects and the envelopes' JSON bodies
   (PROTOCOL.md sections 2, 3, 8: the specs' field names in snake_case, which are kafka.protocol's attribute
-  names; byte fields as base64; ACL bit sets as the int32 Kafka puts on the wire).
-Every decoding failure surfaces as `MalformedFrame`, the one error a bad frame can cause.
+  names; byte fields as base64; ACL bit sets as the int32 Kafka puts on the wire);
+- the checks of Kafka's generated readers and writers that kafka.protocol leaves out: a null where the spec
+  allows none, a string longer than 32,767 UTF-8 bytes (refused at every version, compact ones included).
+Every decoding failure surfaces as `MalformedFrame`, the one error a bad frame can cause; every encoding
+failure as `UnencodableAnswer`.
 """
 
 from __future__ import annotations
@@ -20,15 +23,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import MalformedFrame
+from .errors import MalformedFrame, UnencodableAnswer
 from .frames import frame
 
 _FIXED_HEADER = struct.Struct(">hhih")
 # What kafka.protocol raises on bytes that do not decode: short buffers (struct.error, IndexError), bad
 # lengths and bad UTF-8 (ValueError and its UnicodeDecodeError).
 _DECODE_ERRORS = (struct.error, IndexError, ValueError, TypeError, OverflowError)
+# ... and what it raises on values that do not fit the wire (an int16 string length, an int32 out of range).
+_ENCODE_ERRORS = (struct.error, ValueError, TypeError, OverflowError, AttributeError)
 INT32_MIN = -(2**31)
 _BYTE_TYPES = frozenset({"bytes", "records"})
+MAX_STRING_BYTES = 0x7FFF
+# A string this short fits whatever its characters (at most 4 UTF-8 bytes each): no need to encode it to know.
+_SURELY_SHORT = MAX_STRING_BYTES // 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +68,15 @@ def peek_header(payload: bytes) -> RequestHeader:
 
 
 def decode_request(message_class: Any, payload: bytes, version: int) -> Any:
-    """The request message (header included) that `payload` holds."""
+    """The request message (header included) that `payload` holds, refused where Kafka's reader refuses it."""
     try:
-        return message_class.decode(payload, version=version, header=True)
+        message = message_class.decode(payload, version=version, header=True)
     except _DECODE_ERRORS as exc:
         raise MalformedFrame(f"{message_class.__name__} v{version} does not decode: {exc}") from None
+    violation = wire_violation(message_class.fields, message, version)
+    if violation is not None:
+        raise MalformedFrame(f"{message_class.__name__} v{version}: {violation}")
+    return message
 
 
 def decode_response(message_class: Any, payload: bytes, version: int) -> Any:
@@ -76,9 +88,56 @@ def decode_response(message_class: Any, payload: bytes, version: int) -> Any:
 
 
 def encode_response(message: Any, correlation_id: int) -> bytes:
-    """The framed response, header included, for the client's correlation id."""
+    """The framed response, header included, for the client's correlation id; UnencodableAnswer where Kafka's
+    writer would refuse it."""
+    violation = wire_violation(type(message).fields, message, message.version)
+    if violation is not None:
+        raise UnencodableAnswer(f"{type(message).__name__} v{message.version}: {violation}")
     message.with_header(correlation_id=correlation_id)
-    return bytes(message.encode(header=True, framed=True))
+    try:
+        return bytes(message.encode(header=True, framed=True))
+    except _ENCODE_ERRORS as exc:
+        raise UnencodableAnswer(f"{type(message).__name__} v{message.version} does not encode: {exc!r}") from None
+
+
+def wire_violation(fields: Mapping[str, Any], item: Any, version: int) -> str | None:
+    """What Kafka's generated code refuses in `item` at `version`, in either direction: a null in a string, bytes,
+    array or struct field whose spec does not allow it there, a string longer than 32,767 UTF-8 bytes; None."""
+    for name, field in fields.items():
+        if not field.for_version_q(version):
+            continue
+        value = getattr(item, name)
+        if value is None:
+            if field.nullable_for_version_q(version) or not _may_be_null_on_the_wire(field):
+                continue
+            return f"non-nullable field {name} is null"
+        if field.is_struct_array():
+            violation = next(filter(None, (wire_violation(field.fields, element, version) for element in value)), None)
+        elif field.is_struct():
+            violation = wire_violation(field.fields, value, version)
+        elif field.is_array() and field.array_of.type_str == "string":
+            if any(element is None for element in value):
+                return f"non-nullable field {name} has a null element"
+            violation = next(filter(None, (_long_string(name, element) for element in value)), None)
+        elif not field.is_array() and field.type_str == "string":
+            violation = _long_string(name, value)
+        else:
+            continue
+        if violation is not None:
+            return violation
+    return None
+
+
+def _may_be_null_on_the_wire(field: Any) -> bool:
+    """Strings, bytes, arrays and structs have a null encoding; a None uuid or bit set is a value (zero, unset)."""
+    return field.is_array() or field.is_struct() or field.type_str == "string" or field.type_str in _BYTE_TYPES
+
+
+def _long_string(name: str, value: str) -> str | None:
+    if len(value) <= _SURELY_SHORT:
+        return None
+    size = len(value.encode("utf-8", "surrogatepass"))
+    return None if size <= MAX_STRING_BYTES else f"string field {name} of {size} bytes is over {MAX_STRING_BYTES}"
 
 
 def message_to_body(message: Any, version: int) -> dict[str, Any]:
