@@ -12,7 +12,12 @@ Per client connection, as a Kafka broker does:
 - while a group request is with the coordinator the channel is muted: later requests wait unread, so a
   client's group requests reach the coordinator one at a time and in order;
 - a bad frame, an API the gateway does not serve, or a version outside the advertised range closes that
-  connection (`CloseClient` with the reason) and nothing else.
+  connection (`CloseClient` with the reason) and nothing else, once the requests before it are answered (a
+  broker reads a connection's next request only after answering the previous one);
+- an answer that does not fit its response (Kafka's writer would refuse it) is answered UNKNOWN_SERVER_ERROR
+  in the API's error shape, and the connection goes on;
+- whatever else goes wrong while serving one connection (a bug) closes that connection, logged, and nothing
+  else: no failure while serving one connection escapes into another's.
 Group requests become envelopes with the gateway's own correlation ids (unique in this incarnation, which
 is `reply_to`); an envelope not answered within its bound is answered COORDINATOR_NOT_AVAILABLE, and an
 answer that comes after that, or after its connection closed, is dropped and counted.
@@ -21,9 +26,11 @@ answer that comes after that, or after its connection closed, is dropped and cou
 from __future__ import annotations
 
 import heapq
+import logging
 import struct
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,10 +46,15 @@ from .codec import (
     peek_header,
 )
 from .envelopes import envelope, merge_answers, split_request
-from .errors import GatewayError, MalformedFrame, Overloaded, UnsupportedRequest, UpstreamError
+from .errors import GatewayError, MalformedFrame, Overloaded, UnencodableAnswer, UnsupportedRequest, UpstreamError
 from .frames import DEFAULT_MAX_FRAME_BYTES, SIZE_BYTES, FrameSplitter, frame
 
+log = logging.getLogger(__name__)
 INT32_MAX = 2**31 - 1
+UNKNOWN_SERVER_ERROR = -1
+# The client's own fault: its earlier requests are answered, then its connection closed. Other errors (the
+# upstream broke) close at once.
+_REQUEST_ERRORS = (MalformedFrame, UnsupportedRequest)
 _RESPONSE_HEADER = struct.Struct(">ii")  # a response frame's size, then its correlation id
 LATENCY_SAMPLES = 10_000
 
@@ -136,6 +148,7 @@ class _Connection:
     slots: deque[_Slot] = field(default_factory=deque)
     upstream: deque[_UpstreamSlot] = field(default_factory=deque)
     muted_by: _CoordinatorSlot | None = None
+    closing: GatewayError | None = None  # set: read nothing more, close once the slots are answered
     upstream_frame: _UpstreamFrame | None = None  # the upstream response being received
     upstream_header: bytearray = field(default_factory=bytearray)  # its first bytes, until size and id are in
 
@@ -191,18 +204,16 @@ class Gateway:
     def receive(self, connection_id: int, data: bytes, now_ms: int) -> list[Action]:
         """Bytes from a client."""
         connection = self._connections.get(connection_id)
-        if connection is None:
+        if connection is None or connection.closing is not None:
             return []
         actions: list[Action] = []
-        try:
+        with self._confined(connection, actions):
             frames = connection.splitter.feed(data)
             self.counters["frames"] += len(frames)
             connection.unread.extend(frames)
             if len(connection.unread) > self.limits.max_queued_requests:
                 raise Overloaded(f"more than {self.limits.max_queued_requests} requests queued behind a muted channel")
             self._serve(connection, now_ms, actions)
-        except GatewayError as exc:
-            self._fail(connection, exc, actions)
         return actions
 
     def receive_upstream(self, connection_id: int, data: bytes, now_ms: int) -> list[Action]:
@@ -211,11 +222,9 @@ class Gateway:
         if connection is None:
             return []
         actions: list[Action] = []
-        try:
+        with self._confined(connection, actions):
             self._upstream_bytes(connection, memoryview(data), actions)
             self._serve(connection, now_ms, actions)
-        except GatewayError as exc:
-            self._fail(connection, exc, actions)
         return actions
 
     def upstream_closed(self, connection_id: int, reason: str) -> list[Action]:
@@ -231,8 +240,7 @@ class Gateway:
     def receive_answers(self, answers: Iterable[Mapping[str, Any]], now_ms: int) -> list[Action]:
         """Response envelopes from the coordinator; those for other gateways, already answered requests or
         closed connections are dropped."""
-        actions: list[Action] = []
-        touched: dict[int, _Connection] = {}
+        completed: list[tuple[int, _CoordinatorSlot]] = []
         for answer in answers:
             envelope_id = answer.get("correlation_id")
             if answer.get("reply_to") != self.reply_to or type(envelope_id) is not int:
@@ -245,20 +253,15 @@ class Gateway:
             body = answer.get("body")
             slot.answers[index] = dict(body) if isinstance(body, Mapping) else {}
             slot.unanswered -= 1
-            connection = self._connections.get(connection_id)
-            if connection is None:
+            if connection_id not in self._connections:
                 self.counters["answers_for_closed_connections"] += 1
             elif slot.unanswered == 0:
-                self._complete(connection, slot, now_ms)
-                touched[connection.id] = connection
-        for connection in touched.values():
-            self._resume(connection, now_ms, actions)
-        return actions
+                completed.append((connection_id, slot))
+        return self._answer(completed, now_ms)
 
     def expire(self, now_ms: int) -> list[Action]:
         """Answers COORDINATOR_NOT_AVAILABLE for every envelope whose bound has passed."""
-        actions: list[Action] = []
-        touched: dict[int, _Connection] = {}
+        completed: list[tuple[int, _CoordinatorSlot]] = []
         while self._deadlines and self._deadlines[0][0] <= now_ms:
             _, envelope_id = heapq.heappop(self._deadlines)
             awaited = self._awaiting.pop(envelope_id, None)
@@ -267,13 +270,9 @@ class Gateway:
             connection_id, slot, _ = awaited
             self.counters["coordinator_timeouts"] += 1
             slot.unanswered -= 1
-            connection = self._connections.get(connection_id)
-            if connection is not None and slot.unanswered == 0:
-                self._complete(connection, slot, now_ms)
-                touched[connection.id] = connection
-        for connection in touched.values():
-            self._resume(connection, now_ms, actions)
-        return actions
+            if connection_id in self._connections and slot.unanswered == 0:
+                completed.append((connection_id, slot))
+        return self._answer(completed, now_ms)
 
     def next_deadline(self) -> int | None:
         """When `expire` next has something to do (ms), or None."""
@@ -293,17 +292,43 @@ class Gateway:
 
     # ---- per-connection logic --------------------------------------------------------------------------
 
+    def _answer(self, completed: list[tuple[int, _CoordinatorSlot]], now_ms: int) -> list[Action]:
+        """The coordinator slots whose every part is answered or timed out get their responses, and their
+        connections go on, each on its own."""
+        actions: list[Action] = []
+        touched: dict[int, _Connection] = {}
+        for connection_id, slot in completed:
+            connection = self._connections.get(connection_id)
+            if connection is not None:
+                with self._confined(connection, actions):
+                    self._complete(connection, slot, now_ms)
+                    touched[connection_id] = connection
+        for connection_id, connection in touched.items():
+            if connection_id in self._connections:
+                with self._confined(connection, actions):
+                    self._serve(connection, now_ms, actions)
+        return actions
+
+    @contextmanager
+    def _confined(self, connection: _Connection, actions: list[Action]) -> Iterator[None]:
+        """Whatever goes wrong while serving `connection` closes that connection and nothing else."""
+        try:
+            yield
+        except GatewayError as exc:
+            self._fail(connection, exc, actions)
+        except Exception as exc:  # a bug: logged with its traceback, confined to its connection
+            self.counters["crashes"] += 1
+            log.exception("serving connection %d from %s failed; closing it", connection.id, connection.client_host)
+            self._close_now(connection, f"gateway error: {exc!r}", actions)
+
     def _serve(self, connection: _Connection, now_ms: int, actions: list[Action]) -> None:
-        """Handles unread requests until the channel is muted, then sends what is ready, in order."""
+        """Handles unread requests until the channel is muted, then sends what is ready, in order; a connection
+        that is closing closes once nothing is left to answer."""
         while connection.muted_by is None and connection.unread:
             self._dispatch(connection, connection.unread.popleft(), now_ms, actions)
         self._flush(connection, actions)
-
-    def _resume(self, connection: _Connection, now_ms: int, actions: list[Action]) -> None:
-        try:
-            self._serve(connection, now_ms, actions)
-        except GatewayError as exc:
-            self._fail(connection, exc, actions)
+        if connection.closing is not None and not connection.slots:
+            self._close_now(connection, f"{type(connection.closing).__name__}: {connection.closing}", actions)
 
     def _flush(self, connection: _Connection, actions: list[Action]) -> None:
         ready: list[bytes] = []
@@ -313,9 +338,19 @@ class Gateway:
             actions.append(ToClient(connection.id, b"".join(ready)))
 
     def _fail(self, connection: _Connection, error: GatewayError, actions: list[Action]) -> None:
+        """A bad request: read nothing more, answer what came before it, then close; anything else: close now."""
         self.counters[f"closed_{type(error).__name__}"] += 1
+        if isinstance(error, _REQUEST_ERRORS):
+            connection.closing = error
+            connection.unread.clear()
+            self._flush(connection, actions)
+            if connection.slots:
+                return
+        self._close_now(connection, f"{type(error).__name__}: {error}", actions)
+
+    def _close_now(self, connection: _Connection, reason: str, actions: list[Action]) -> None:
         self.close(connection.id)
-        actions.append(CloseClient(connection.id, f"{type(error).__name__}: {error}"))
+        actions.append(CloseClient(connection.id, reason))
 
     def _dispatch(self, connection: _Connection, payload: bytes, now_ms: int, actions: list[Action]) -> None:
         header = peek_header(payload)
@@ -459,16 +494,24 @@ class Gateway:
             self.counters[f"{slot.api_key.name}_error_{error_code}"] += 1
         elif error_code == 0 and slot.api_key == ApiKey.JoinGroup and isinstance(body.get("generation_id"), int):
             self.generations[str(slot.parts[0].get("group_id"))] = body["generation_id"]
-        try:
-            message = body_to_message(response_class(slot.api_key), slot.version, body)
-            slot.response = encode_response(message, slot.correlation_id)
-        except (ValueError, TypeError, KeyError) as exc:
-            # A coordinator answer that does not fit the wire struct: the client gets an error, not silence.
-            self.counters["unencodable_answers"] += 1
-            error = {"error_code": -1, "error_message": f"coordinator answer does not encode: {exc}"}
-            message = body_to_message(response_class(slot.api_key), slot.version,
-                                      merge_answers(slot.api_key, slot.version, slot.parts,
-                                                    [error] * len(slot.parts)))
-            slot.response = encode_response(message, slot.correlation_id)
         if connection.muted_by is slot:
             connection.muted_by = None
+        try:
+            slot.response = self._encode(slot, body)
+        except UnencodableAnswer as exc:
+            # As Kafka's broker answers a request whose handling failed: UNKNOWN_SERVER_ERROR, in the API's shape
+            # (built from the request's own fields, which fit since they were read).
+            self.counters["unencodable_answers"] += 1
+            log.warning("the coordinator's %s v%d answer on connection %d does not fit the wire (%s): answering "
+                        "UNKNOWN_SERVER_ERROR", slot.api_key.name, slot.version, connection.id, exc)
+            error = {"error_code": UNKNOWN_SERVER_ERROR}
+            slot.response = self._encode(slot, merge_answers(slot.api_key, slot.version, slot.parts,
+                                                             [error] * len(slot.parts)))
+
+    @staticmethod
+    def _encode(slot: _CoordinatorSlot, body: Mapping[str, Any]) -> bytes:
+        try:
+            message = body_to_message(response_class(slot.api_key), slot.version, body)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise UnencodableAnswer(f"{exc!r}") from None
+        return encode_response(message, slot.correlation_id)

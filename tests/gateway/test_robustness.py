@@ -12,7 +12,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka_gateway.frames import frame
 from kafka_gateway.runner import BackgroundGateway, loopback_gateway
 
-from .wire import RawClient, request
+from .wire import RawClient, decode_responses, request
 
 pytestmark = pytest.mark.kafka
 
@@ -61,11 +61,36 @@ def crashes(gateway: BackgroundGateway) -> int:
     return int(gateway.call(lambda: server.crashes + server.gateway.counters["crashes"]))
 
 
+def join(group_id: str, instance_id: str | None, rebalance_timeout_ms: int = 10_000) -> dict[str, object]:
+    return {"group_id": group_id, "session_timeout_ms": 10_000, "rebalance_timeout_ms": rebalance_timeout_ms,
+            "member_id": "", "group_instance_id": instance_id, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": "AA=="}]}
+
+
 def test_find_coordinator_v4_with_null_keys_closes_the_connection_as_kafkas_reader_does(
         gateway: BackgroundGateway) -> None:
     crashes_before = crashes(gateway)
-    client = RawClient(gateway.address)
-    client.sock.sendall(request(ApiKey.FindCoordinator, 4, 1, {"key_type": 0, "coordinator_keys": None}))
-    assert received_until_closed(client.sock) == b""
-    client.close()
+    alone, queued = RawClient(gateway.address), RawClient(gateway.address)
+    null_keys = request(ApiKey.FindCoordinator, 4, 2, {"key_type": 0, "coordinator_keys": None})
+    alone.sock.sendall(null_keys)
+    assert received_until_closed(alone.sock) == b""
+    # Behind a JoinGroup (the channel muted while the coordinator has it): the JoinGroup is answered first, as a
+    # broker reads the next request only after answering the previous one.
+    queued.sock.sendall(request(ApiKey.JoinGroup, 5, 1, join("null-keys", "i-1")) + null_keys)
+    [(correlation_id, joined)] = decode_responses(received_until_closed(queued.sock), [(ApiKey.JoinGroup, 5)])
+    assert (correlation_id, joined["error_code"]) == (1, 0)
     assert crashes(gateway) == crashes_before
+
+
+def test_an_answer_that_does_not_fit_the_wire_is_answered_unknown_server_error_and_the_connection_goes_on(
+        gateway: BackgroundGateway) -> None:
+    client = RawClient(gateway.address)
+    # A static member may have an instance id of 32,767 characters; its member id (the instance id, "-", a UUID)
+    # then fits no answer that carries it, as Kafka's writer refuses strings over 32,767 bytes.
+    joined = client.call(ApiKey.JoinGroup, 5, join("long-member-id", "i" * 32_767))
+    assert joined["error_code"] == -1  # UNKNOWN_SERVER_ERROR
+    [described] = client.call(ApiKey.DescribeGroups, 0, {"groups": ["long-member-id"]})["groups"]
+    assert (described["group_id"], described["error_code"]) == ("long-member-id", -1)
+    [other] = client.call(ApiKey.DescribeGroups, 0, {"groups": ["another-group"]})["groups"]
+    assert (other["error_code"], other["group_state"]) == (0, "Dead")
+    client.close()
