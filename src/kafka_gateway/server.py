@@ -193,12 +193,19 @@ class GatewayServer:
             self._timer_wakeup.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._timer_wakeup.wait(), min(wait_s, 1.0))
-            self._perform(self.gateway.expire(self.clock_ms()))
+            try:
+                self._perform(self.gateway.expire(self.clock_ms()))
+            except Exception:  # a bug: logged, and the timer goes on (no request may wait forever)
+                self.crashes += 1
+                log.exception("the gateway's timer failed; it goes on")
 
     async def _status(self) -> None:
         while True:
             await asyncio.sleep(self.status_interval_s)
-            log.info("gateway: %s", self.status_line())
+            try:
+                log.info("gateway: %s", self.status_line())
+            except Exception:
+                log.exception("the status line failed; it goes on")
 
     def _spawn(self, coroutine: Any, name: str) -> asyncio.Task[Any]:
         task = asyncio.create_task(coroutine, name=name)

@@ -3,7 +3,11 @@ its own, seen as a client sees it."""
 
 from __future__ import annotations
 
+import base64
 import socket
+import struct
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -94,3 +98,51 @@ def test_an_answer_that_does_not_fit_the_wire_is_answered_unknown_server_error_a
     [other] = client.call(ApiKey.DescribeGroups, 0, {"groups": ["another-group"]})["groups"]
     assert (other["error_code"], other["group_state"]) == (0, "Dead")
     client.close()
+
+
+def test_the_engines_clock_goes_on_after_an_answer_it_delivers_does_not_fit_the_wire(
+        kafka_bootstrap: str, caplog: pytest.LogCaptureFixture) -> None:
+    with loopback_gateway(kafka_bootstrap, "local", {"group.initial.rebalance.delay.ms": 300}) as gateway:
+        client = RawClient(gateway.address)
+        # Both joins are answered by the engine's clock, when the group's initial rebalance delay is over.
+        assert client.call(ApiKey.JoinGroup, 5, join("clock-long", "i" * 32_767))["error_code"] == -1
+        assert client.call(ApiKey.JoinGroup, 5, join("clock-after", "i-1"))["error_code"] == 0
+        client.close()
+    assert "does not fit the wire" in caplog.text
+
+
+def subscription(topics: int) -> str:
+    """Consumer-protocol subscription metadata (v0) to `topics` topics, base64 as in an envelope."""
+    names = [b"t%d" % i for i in range(topics)]
+    raw = struct.pack(">hi", 0, topics) + b"".join(struct.pack(">h", len(n)) + n for n in names) + b"\xff" * 4
+    return base64.b64encode(raw).decode()
+
+
+def test_a_slow_engine_call_does_not_hold_up_other_connections(gateway: BackgroundGateway) -> None:
+    # A real slow call: at the end of the join phase the engine reads every member's subscription, here one of
+    # 400,000 topics (about 2 s on the shared machine).
+    slow_join = {"group_id": "huge-subscription", "session_timeout_ms": 600_000, "member_id": "",
+                 "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": subscription(400_000)}]}
+    slow, other = RawClient(gateway.address, timeout_s=120), RawClient(gateway.address)
+    took: list[float] = []
+
+    def join_slowly() -> None:
+        started = time.monotonic()
+        assert slow.call(ApiKey.JoinGroup, 0, slow_join)["error_code"] == 0
+        took.append(time.monotonic() - started)
+
+    joiner = threading.Thread(target=join_slowly)
+    joiner.start()
+    round_trips: list[float] = []
+    while joiner.is_alive():
+        started = time.monotonic()
+        assert other.call(ApiKey.ApiVersions, 3, {})["error_code"] == 0
+        round_trips.append(time.monotonic() - started)
+    joiner.join()
+    slow.close()
+    other.close()
+    [slow_call_s] = took
+    assert slow_call_s > 1.0, "the engine call was too quick to show anything"
+    print(f"slow call {slow_call_s:.2f} s, {len(round_trips)} round trips meanwhile, longest {max(round_trips):.3f} s")
+    # Were the engine on the event loop, a round trip begun as the call starts would wait for all of it.
+    assert max(round_trips) < slow_call_s / 2
