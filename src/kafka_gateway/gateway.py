@@ -98,20 +98,23 @@ class Limits:
     """The bounds the gateway keeps, per connection and per coordinator request.
 
     `coordinator_timeout_ms` must stay below the clients' request timeouts (kafka-python 30 s, librdkafka
-    60 s); a JoinGroup waits up to its rebalance timeout plus `join_grace_ms`, below the clients' own
-    grace (librdkafka 3 s, the Java client and kafka-python 5 s).
+    60 s). A JoinGroup may legitimately be parked up to its rebalance timeout, or a new group's initial
+    rebalance delay if that is longer (Kafka's InitialDelayedJoin: the delay, extended up to the rebalance
+    timeout); it waits that plus `join_grace_ms`, the time the coordinator takes to answer once its timer is due.
     """
 
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     max_queued_requests: int = 1000
     coordinator_timeout_ms: int = 25_000
     join_grace_ms: int = 2_000
+    initial_rebalance_delay_ms: int = 3_000  # the coordinator's group.initial.rebalance.delay.ms
 
     def __post_init__(self) -> None:
         if self.max_frame_bytes < 1 or self.max_queued_requests < 1:
             raise ValueError("frame and queue limits must be positive")
-        if self.coordinator_timeout_ms < 1 or self.join_grace_ms < 0:
-            raise ValueError("coordinator_timeout_ms must be positive and join_grace_ms not negative")
+        if self.coordinator_timeout_ms < 1 or self.join_grace_ms < 0 or self.initial_rebalance_delay_ms < 0:
+            raise ValueError("coordinator_timeout_ms must be positive, join_grace_ms and initial_rebalance_delay_ms "
+                             "not negative")
 
 
 @dataclass(slots=True)
@@ -473,12 +476,14 @@ class Gateway:
 
     def _bound_ms(self, api_key: ApiKey, version: int, body: Mapping[str, Any]) -> int:
         """How long the coordinator may take: a JoinGroup is parked up to its rebalance timeout (v0: the
-        session timeout), every other request gets the fixed bound."""
+        session timeout) or the initial rebalance delay, whichever is longer, then answered within the grace;
+        every other request gets the fixed bound."""
         if api_key != ApiKey.JoinGroup:
             return self.limits.coordinator_timeout_ms
         waits = body.get("rebalance_timeout_ms") if version >= 1 else body.get("session_timeout_ms")
-        return max(int(waits), 0) + self.limits.join_grace_ms if isinstance(waits, int) else \
-            self.limits.coordinator_timeout_ms
+        if not isinstance(waits, int):
+            return self.limits.coordinator_timeout_ms
+        return max(waits, self.limits.initial_rebalance_delay_ms) + self.limits.join_grace_ms
 
     def _envelope_id(self) -> int:
         self._next_envelope_id = self._next_envelope_id % INT32_MAX + 1

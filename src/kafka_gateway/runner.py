@@ -19,6 +19,8 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
+from coordinator_state import DEFAULTS, EngineConfig
+
 from .apis import request_class, response_class
 from .broker_answers import Node, advertised_versions
 from .codec import decode_response
@@ -203,10 +205,25 @@ class BackgroundGateway:
         self.stop()
 
 
+def coordinator_limits(engine: str, settings: Mapping[str, Any], **given: int) -> Limits:
+    """The gateway's bounds for the coordinator `engine` and `settings` describe (`given` ones win): a JoinGroup
+    may be parked as long as the coordinator's initial rebalance delay, and the job (`topics`) answers a timer
+    only once its watermark, trailing the latest request by the lateness, has passed it: up to the lateness, a
+    tick interval and a trigger interval more than the in-process engine (`local`)."""
+    derived = {"initial_rebalance_delay_ms": EngineConfig.from_mapping(settings).initial_rebalance_delay_ms}
+    if engine == "topics":
+        watermark_lag_ms = sum(int(settings.get(key, DEFAULTS[key]))
+                               for key in ("coordinator.lateness.ms", "coordinator.tick.interval.ms"))
+        derived["join_grace_ms"] = (Limits().join_grace_ms + watermark_lag_ms
+                                    + int(settings["coordinator.trigger.interval.ms"]))
+    return Limits(**{**derived, **given})
+
+
 def loopback_gateway(bootstrap_servers: str, engine: str, settings: Mapping[str, Any]) -> BackgroundGateway:
     """A gateway (not started yet) on a free loopback port in front of `bootstrap_servers`, without status
     lines: what tests, demos, chaos runs and benches put between their consumer processes and a coordinator.
     `engine` is "local" (an in-process engine configured by `settings`) or "topics" (the job `settings`
     describe)."""
     return BackgroundGateway(GatewayOptions(listen=("127.0.0.1", 0), upstream=host_port(bootstrap_servers),
-                                            engine=engine, settings=settings, status_interval_s=0))
+                                            engine=engine, settings=settings, status_interval_s=0,
+                                            limits=coordinator_limits(engine, settings)))

@@ -199,11 +199,13 @@ def test_an_unanswered_request_gets_coordinator_not_available_and_its_late_answe
 
 @pytest.mark.parametrize(("version", "body", "bound"), [
     (7, JOIN_V7, 30_000 + 2_000),
+    (7, {**JOIN_V7, "rebalance_timeout_ms": 500}, 3_000 + 2_000),  # the initial rebalance delay is longer
     (0, {"group_id": "g", "session_timeout_ms": 10_000, "member_id": "", "protocol_type": "consumer",
          "protocols": []}, 10_000 + 2_000),
 ])
-def test_a_join_waits_its_rebalance_timeout_plus_the_grace(version: int, body: dict[str, object], bound: int) -> None:
-    gateway = make_gateway(Limits(join_grace_ms=2_000))
+def test_a_join_waits_its_rebalance_timeout_or_the_initial_delay_plus_the_grace(
+        version: int, body: dict[str, object], bound: int) -> None:
+    gateway = make_gateway(Limits(join_grace_ms=2_000, initial_rebalance_delay_ms=3_000))
     conn = gateway.open("10.0.0.7")
     gateway.receive(conn, request(ApiKey.JoinGroup, version, 1, body), T0)
     assert gateway.next_deadline() == T0 + bound

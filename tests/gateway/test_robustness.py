@@ -146,3 +146,13 @@ def test_a_slow_engine_call_does_not_hold_up_other_connections(gateway: Backgrou
     print(f"slow call {slow_call_s:.2f} s, {len(round_trips)} round trips meanwhile, longest {max(round_trips):.3f} s")
     # Were the engine on the event loop, a round trip begun as the call starts would wait for all of it.
     assert max(round_trips) < slow_call_s / 2
+
+
+def test_a_join_with_a_rebalance_timeout_under_the_initial_delay_waits_for_the_delay(kafka_bootstrap: str) -> None:
+    with loopback_gateway(kafka_bootstrap, "local", {"group.initial.rebalance.delay.ms": 3_000}) as gateway:
+        client = RawClient(gateway.address)
+        started = time.monotonic()
+        joined = client.call(ApiKey.JoinGroup, 5, join("quick-rebalance", "i-1", rebalance_timeout_ms=500))
+        assert joined["error_code"] == 0  # not COORDINATOR_NOT_AVAILABLE (15) from the gateway at 2.5 s
+        assert time.monotonic() - started >= 3.0
+        client.close()
