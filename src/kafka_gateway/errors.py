@@ -19,10 +19,6 @@ class UpstreamError(GatewayError):
     """The upstream broker broke the protocol or went away while the connection relied on it."""
 
 
-class Overloaded(GatewayError):
-    """A client queued more requests behind a muted channel than the gateway holds for one connection."""
-
-
 class UnencodableAnswer(Exception):
     """An answer that does not fit its response's wire format (a string longer than Kafka allows, a value out of
     range): not the connection's fault; the request gets Kafka's error answer instead."""

@@ -11,6 +11,9 @@ Per client connection, as a Kafka broker does:
   ready in (a proxied Fetch may finish before an earlier JoinGroup);
 - while a group request is with the coordinator the channel is muted: later requests wait unread, so a
   client's group requests reach the coordinator one at a time and in order;
+- what one connection costs is bounded whatever it sends: no more bytes are read from it (`reading` is
+  False, until a `ResumeReading`) while it is muted, has requests unread, or has `max_in_flight_requests`
+  requests unanswered, and a frame's size is checked before any of it is kept;
 - a bad frame, an API the gateway does not serve, or a version outside the advertised range closes that
   connection (`CloseClient` with the reason) and nothing else, once the requests before it are answered (a
   broker reads a connection's next request only after answering the previous one);
@@ -46,7 +49,7 @@ from .codec import (
     peek_header,
 )
 from .envelopes import envelope, merge_answers, split_request
-from .errors import GatewayError, MalformedFrame, Overloaded, UnencodableAnswer, UnsupportedRequest, UpstreamError
+from .errors import GatewayError, MalformedFrame, UnencodableAnswer, UnsupportedRequest, UpstreamError
 from .frames import DEFAULT_MAX_FRAME_BYTES, SIZE_BYTES, FrameSplitter, frame
 
 log = logging.getLogger(__name__)
@@ -90,7 +93,14 @@ class CloseClient:
     reason: str
 
 
-Action = ToClient | ToUpstream | ToCoordinator | CloseClient
+@dataclass(frozen=True, slots=True)
+class ResumeReading:
+    """Read from this client connection again (it was not `reading`)."""
+
+    connection: int
+
+
+Action = ToClient | ToUpstream | ToCoordinator | CloseClient | ResumeReading
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,14 +114,16 @@ class Limits:
     """
 
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
-    max_queued_requests: int = 1000
+    # Requests read from one connection and not answered yet. Kafka's broker holds one (it mutes a connection
+    # until its answer is sent); proxied requests are pipelined to the upstream as clients pipeline them.
+    max_in_flight_requests: int = 100
     coordinator_timeout_ms: int = 25_000
     join_grace_ms: int = 2_000
     initial_rebalance_delay_ms: int = 3_000  # the coordinator's group.initial.rebalance.delay.ms
 
     def __post_init__(self) -> None:
-        if self.max_frame_bytes < 1 or self.max_queued_requests < 1:
-            raise ValueError("frame and queue limits must be positive")
+        if self.max_frame_bytes < 1 or self.max_in_flight_requests < 1:
+            raise ValueError("frame and in-flight limits must be positive")
         if self.coordinator_timeout_ms < 1 or self.join_grace_ms < 0 or self.initial_rebalance_delay_ms < 0:
             raise ValueError("coordinator_timeout_ms must be positive, join_grace_ms and initial_rebalance_delay_ms "
                              "not negative")
@@ -152,6 +164,7 @@ class _Connection:
     upstream: deque[_UpstreamSlot] = field(default_factory=deque)
     muted_by: _CoordinatorSlot | None = None
     closing: GatewayError | None = None  # set: read nothing more, close once the slots are answered
+    paused: bool = False  # not `reading` since the last time it was served
     upstream_frame: _UpstreamFrame | None = None  # the upstream response being received
     upstream_header: bytearray = field(default_factory=bytearray)  # its first bytes, until size and id are in
 
@@ -214,8 +227,6 @@ class Gateway:
             frames = connection.splitter.feed(data)
             self.counters["frames"] += len(frames)
             connection.unread.extend(frames)
-            if len(connection.unread) > self.limits.max_queued_requests:
-                raise Overloaded(f"more than {self.limits.max_queued_requests} requests queued behind a muted channel")
             self._serve(connection, now_ms, actions)
         return actions
 
@@ -283,6 +294,11 @@ class Gateway:
             heapq.heappop(self._deadlines)
         return self._deadlines[0][0] if self._deadlines else None
 
+    def reading(self, connection_id: int) -> bool:
+        """Whether to read more of this connection's bytes now; once False, until a ResumeReading for it."""
+        connection = self._connections.get(connection_id)
+        return connection is not None and not connection.paused
+
     @property
     def connections(self) -> int:
         """Open client connections."""
@@ -325,26 +341,39 @@ class Gateway:
             self._close_now(connection, f"gateway error: {exc!r}", actions)
 
     def _serve(self, connection: _Connection, now_ms: int, actions: list[Action]) -> None:
-        """Handles unread requests until the channel is muted, then sends what is ready, in order; a connection
-        that is closing closes once nothing is left to answer."""
-        while connection.muted_by is None and connection.unread:
-            self._dispatch(connection, connection.unread.popleft(), now_ms, actions)
-        self._flush(connection, actions)
+        """Handles unread requests until the channel is muted or the in-flight limit is reached, sending what
+        is ready, in order; then says whether to read more. A connection that is closing closes once nothing is
+        left to answer."""
+        limit = self.limits.max_in_flight_requests
+        while True:
+            while connection.muted_by is None and connection.unread and len(connection.slots) < limit:
+                self._dispatch(connection, connection.unread.popleft(), now_ms, actions)
+            if not self._flush(connection, actions) or connection.muted_by is not None or not connection.unread:
+                break
         if connection.closing is not None and not connection.slots:
             self._close_now(connection, f"{type(connection.closing).__name__}: {connection.closing}", actions)
+            return
+        paused = (connection.closing is not None or connection.muted_by is not None or bool(connection.unread)
+                  or len(connection.slots) >= limit)
+        if connection.paused and not paused:
+            actions.append(ResumeReading(connection.id))
+        connection.paused = paused
 
-    def _flush(self, connection: _Connection, actions: list[Action]) -> None:
+    def _flush(self, connection: _Connection, actions: list[Action]) -> bool:
+        """Sends the responses that are ready and first in line; whether there were any."""
         ready: list[bytes] = []
         while connection.slots and connection.slots[0].response is not None:
             ready.append(connection.slots.popleft().response)  # type: ignore[arg-type]
         if ready:
             actions.append(ToClient(connection.id, b"".join(ready)))
+        return bool(ready)
 
     def _fail(self, connection: _Connection, error: GatewayError, actions: list[Action]) -> None:
         """A bad request: read nothing more, answer what came before it, then close; anything else: close now."""
         self.counters[f"closed_{type(error).__name__}"] += 1
         if isinstance(error, _REQUEST_ERRORS):
             connection.closing = error
+            connection.paused = True
             connection.unread.clear()
             self._flush(connection, actions)
             if connection.slots:

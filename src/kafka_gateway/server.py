@@ -3,8 +3,9 @@
 It only moves bytes and answers: a client's bytes go to `Gateway.receive`, the upstream's to
 `receive_upstream`, the coordinator's answers to `receive_answers`, and a timer calls `expire`; the
 actions that come back are carried out here. Each client connection has its own upstream connection,
-opened on its first proxied request, so the upstream answers it in order. Any failure while serving one
-connection closes that connection, with a log line, and nothing else.
+opened on its first proxied request, so the upstream answers it in order. A connection's bytes are read only
+while the gateway is `reading` it (the socket's buffers then hold the rest, and TCP slows the client down).
+Any failure while serving one connection closes that connection, with a log line, and nothing else.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .coordinators import Coordinator
-from .gateway import Action, CloseClient, Gateway, ToClient, ToCoordinator, ToUpstream
+from .gateway import Action, CloseClient, Gateway, ResumeReading, ToClient, ToCoordinator, ToUpstream
 
 log = logging.getLogger(__name__)
 READ_BYTES = 65536
@@ -39,6 +40,7 @@ class _Session:
     upstream_writer: asyncio.StreamWriter | None = None
     upstream_pending: list[bytes] = field(default_factory=list)
     upstream_task: asyncio.Task[None] | None = None
+    resume: asyncio.Event = field(default_factory=asyncio.Event)  # set when the gateway reads it again
     closed: bool = False
 
 
@@ -100,6 +102,10 @@ class GatewayServer:
         self._sessions[session.id] = session
         try:
             while not session.closed:
+                if not self.gateway.reading(session.id):
+                    session.resume.clear()
+                    await session.resume.wait()
+                    continue
                 data = await asyncio.wait_for(reader.read(READ_BYTES), self.idle_timeout_s)
                 if not data:
                     break
@@ -120,6 +126,7 @@ class GatewayServer:
         if session.closed:
             return
         session.closed = True
+        session.resume.set()
         if reason is not None:
             log.warning("closing connection %d from %s: %s", session.id, session.peer, reason)
         self.gateway.close(session.id)
@@ -147,6 +154,10 @@ class GatewayServer:
                 session = self._sessions.get(action.connection)
                 if session is not None:
                     self._close(session, action.reason)
+            elif isinstance(action, ResumeReading):
+                session = self._sessions.get(action.connection)
+                if session is not None:
+                    session.resume.set()
 
     # ---- upstream connections --------------------------------------------------------------------------
 

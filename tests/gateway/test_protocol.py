@@ -7,7 +7,7 @@ from kafka.protocol.api_key import ApiKey
 
 from kafka_gateway.errors import MalformedFrame
 from kafka_gateway.frames import FrameSplitter, frame
-from kafka_gateway.gateway import Limits
+from kafka_gateway.gateway import Limits, ResumeReading
 
 from .wire import (
     NODE,
@@ -28,6 +28,7 @@ JOIN_V7 = {"group_id": "orders", "session_timeout_ms": 10_000, "rebalance_timeou
            "group_instance_id": "i-1", "protocol_type": "consumer",
            "protocols": [{"name": "range", "metadata": "AAEC"}]}
 HEARTBEAT_V4 = {"group_id": "orders", "generation_id": 1, "member_id": "m-1", "group_instance_id": "i-1"}
+PRODUCE_ACKS_1 = {"transactional_id": None, "acks": 1, "timeout_ms": 100, "topic_data": []}
 
 
 def test_frames_split_across_reads_and_refuse_bad_sizes() -> None:
@@ -321,13 +322,29 @@ def test_a_truncated_body_closes_the_connection() -> None:
     assert "JoinGroupRequest v7 does not decode" in closed.reason
 
 
-def test_too_many_requests_behind_a_muted_channel_close_the_connection() -> None:
-    gateway = make_gateway(Limits(max_queued_requests=3))
+def test_reading_stops_while_requests_wait_and_resumes_once_they_are_answered() -> None:
+    gateway = make_gateway()
     conn = gateway.open("10.0.0.7")
-    assert closes(gateway.receive(conn, request(ApiKey.JoinGroup, 7, 1, JOIN_V7), T0)) == []
-    heartbeats = b"".join(request(ApiKey.Heartbeat, 4, i, HEARTBEAT_V4) for i in range(2, 6))
-    [closed] = closes(gateway.receive(conn, heartbeats, T0))
-    assert "queued" in closed.reason
+    [join] = envelopes(gateway.receive(conn, request(ApiKey.JoinGroup, 7, 1, JOIN_V7)
+                                       + request(ApiKey.Heartbeat, 4, 2, HEARTBEAT_V4), T0))
+    assert not gateway.reading(conn)  # muted, and a heartbeat unread
+    actions = gateway.receive_answers([answer(join, {"error_code": 79, "member_id": "i-1-x"})], T0)
+    [heartbeat] = envelopes(actions)
+    assert not gateway.reading(conn) and not any(isinstance(a, ResumeReading) for a in actions)
+    actions = gateway.receive_answers([answer(heartbeat, {"error_code": 0})], T0)
+    assert ResumeReading(conn) in actions and gateway.reading(conn)
+
+
+def test_at_most_max_in_flight_requests_of_a_connection_are_read() -> None:
+    gateway = make_gateway(Limits(max_in_flight_requests=2))
+    conn = gateway.open("10.0.0.7")
+    produces = [request(ApiKey.Produce, 8, i, PRODUCE_ACKS_1) for i in (1, 2, 3)]
+    actions = gateway.receive(conn, b"".join(produces), T0)
+    assert to_upstream(actions) == produces[0] + produces[1] and not gateway.reading(conn)
+    actions = gateway.receive_upstream(conn, frame((1).to_bytes(4, "big") + b"produced"), T0)
+    assert to_upstream(actions) == produces[2] and not gateway.reading(conn)
+    actions = gateway.receive_upstream(conn, frame((2).to_bytes(4, "big") + b"produced"), T0)
+    assert ResumeReading(conn) in actions and gateway.reading(conn)
 
 
 def test_an_upstream_answer_out_of_order_closes_the_client_connection() -> None:
@@ -354,9 +371,6 @@ def test_answers_for_another_gateway_are_ignored() -> None:
     [env] = envelopes(gateway.receive(conn, request(ApiKey.Heartbeat, 4, 1, HEARTBEAT_V4), T0))
     assert gateway.receive_answers([answer(env, {"error_code": 0}, reply_to="someone-else")], T0) == []
     assert gateway.in_flight == 1
-
-
-PRODUCE_ACKS_1 = {"transactional_id": None, "acks": 1, "timeout_ms": 100, "topic_data": []}
 
 
 def test_an_upstream_answer_first_in_line_passes_through_as_it_arrives() -> None:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from kafka.protocol.api_key import ApiKey
 
-from kafka_gateway.frames import frame
+from kafka_gateway.frames import FrameSplitter, frame
 from kafka_gateway.runner import BackgroundGateway, loopback_gateway
 
 from .wire import RawClient, decode_responses, request
@@ -156,3 +156,33 @@ def test_a_join_with_a_rebalance_timeout_under_the_initial_delay_waits_for_the_d
         assert joined["error_code"] == 0  # not COORDINATOR_NOT_AVAILABLE (15) from the gateway at 2.5 s
         assert time.monotonic() - started >= 3.0
         client.close()
+
+
+def test_requests_pipelined_behind_a_parked_join_are_all_answered_in_order(kafka_bootstrap: str) -> None:
+    # The gateway reads no more of a connection while a group request is with the coordinator, as a broker
+    # mutes it: the client's requests wait in the sockets' buffers (before: over 1,000 closed the connection).
+    with loopback_gateway(kafka_bootstrap, "local", {"group.initial.rebalance.delay.ms": 500}) as gateway:
+        client = RawClient(gateway.address, timeout_s=30)
+        client.sock.sendall(request(ApiKey.JoinGroup, 5, 0, join("parked", "i-1"))
+                            + b"".join(request(ApiKey.ApiVersions, 0, i, {}) for i in range(1, 5_001)))
+        splitter, answers = FrameSplitter(), []
+        while len(answers) < 5_001:
+            data = client.sock.recv(1 << 16)
+            assert data, f"closed after {len(answers)} answers"
+            answers += splitter.feed(data)
+        client.close()
+    assert [int.from_bytes(answer[:4], "big") for answer in answers] == list(range(5_001))
+
+
+def test_the_engine_keeps_no_record_of_commits_nobody_reads(gateway: BackgroundGateway) -> None:
+    client = RawClient(gateway.address)
+    for offset in range(3):
+        committed = client.call(ApiKey.OffsetCommit, 2, {
+            "group_id": "offsets-only", "generation_id_or_member_epoch": -1, "member_id": "", "retention_time_ms": -1,
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": offset}]}]})
+        assert committed["topics"][0]["partitions"][0]["error_code"] == 0
+    client.close()
+    server = gateway.server
+    assert server is not None
+    kept = server.coordinator.inspect(lambda engine: len(engine.offset_changes))  # type: ignore[attr-defined]
+    assert kept.result(10) == 0
