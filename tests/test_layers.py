@@ -1,18 +1,23 @@
-"""The package layering: no import cycle between packages, the client free of Spark, the harness and plotting.
+"""The package layering: no import cycle between packages or modules, the product apart from the lab.
 
 The contracts are pyproject.toml's `[tool.importlinter]` (checked by import-linter over every import
-statement, those inside functions included); the client's use of the engine is checked here by name.
+statement, those inside functions included); the client's use of the engine, the module-level import graph of
+everything under src and what the job's package holds are checked here from the source.
 """
 
 from __future__ import annotations
 
 import ast
+import graphlib
 import os
+import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+SRC = REPO_ROOT / "src"
 # What the client may take from the engine's package: its wire vocabulary, never the coordinator itself.
 ENGINE_INTERNALS = {"LocalCoordinator", "run_group", "handle_in_group", "Group", "GroupOutcome", "encode_group",
                     "decode_group"}
@@ -56,3 +61,84 @@ def test_the_client_takes_no_coordinator_from_the_engine() -> None:
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("coordinator_state"):
                 taken.setdefault(path.name, set()).update(alias.name for alias in node.names)
     assert {name: names & ENGINE_INTERNALS for name, names in taken.items() if names & ENGINE_INTERNALS} == {}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(path): path for path in sorted(SRC.rglob("*.py"))}
+
+
+def _runs_on_import(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The import statements a module executes when imported: at top level, under `if` (but for `if
+    TYPE_CHECKING`) and `try`, not inside functions or classes."""
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        elif isinstance(node, ast.If) and not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
+            yield from _runs_on_import(node.body + node.orelse)
+        elif isinstance(node, ast.Try):
+            yield from _runs_on_import(node.body + [s for h in node.handlers for s in h.body] + node.orelse
+                                       + node.finalbody)
+
+
+def imported_modules(module: str, nodes: Iterator[ast.Import | ast.ImportFrom]) -> set[str]:
+    """The modules under src that `nodes` import: `from package import name` means the submodule `name` when
+    there is one, else the package itself."""
+    package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name in MODULES)
+            continue
+        base = package
+        for _ in range(node.level - 1):
+            base = base.rpartition(".")[0]
+        source = (f"{base}.{node.module}" if node.module else base) if node.level else str(node.module)
+        for alias in node.names:
+            if f"{source}.{alias.name}" in MODULES:
+                found.add(f"{source}.{alias.name}")
+            elif source in MODULES:
+                found.add(source)
+    return found - {module}
+
+
+def module_import_graph() -> dict[str, set[str]]:
+    graph = {}
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        graph[module] = imported_modules(module, _runs_on_import(tree.body))
+    return graph
+
+
+def test_no_import_circle_between_modules() -> None:
+    graph = module_import_graph()
+    assert len(graph) > 80 and graph["coordinator_job.replay"] >= {"coordinator_job.traffic_file"}, "graph not built"
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as error:
+        raise AssertionError(f"import circle: {' -> '.join(error.args[1])}") from None
+
+
+# What the job's package may import: the engine, itself, Spark and what a deployment installs with it.
+JOB_MAY_IMPORT = {"coordinator_state", "coordinator_job", "pyspark", "pyarrow", "pandas", "kafka"}
+LAB_WORDS = re.compile(r"bench|traffic_gen|generat|soak|ceiling|empty_(step|operator|processor)", re.IGNORECASE)
+
+
+def test_the_job_package_holds_and_imports_no_benchmark_or_traffic_generator() -> None:
+    imported: dict[str, set[str]] = {}
+    lab_names: dict[str, list[str]] = {}
+    for path in sorted((SRC / "coordinator_job").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        roots = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for alias in node.names}
+        roots |= {str(node.module).split(".")[0] for node in ast.walk(tree)
+                  if isinstance(node, ast.ImportFrom) and not node.level}
+        imported[path.name] = roots - JOB_MAY_IMPORT - set(sys.stdlib_module_names)
+        defined = [node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.ClassDef)]
+        lab_names[path.name] = [name for name in [path.stem, *defined] if LAB_WORDS.search(name)]
+    assert len(imported) >= 10, imported
+    assert {name: roots for name, roots in imported.items() if roots} == {}
+    assert {name: found for name, found in lab_names.items() if found} == {}
