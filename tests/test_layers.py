@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import ast
 import graphlib
+import importlib.metadata
 import os
 import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SRC = REPO_ROOT / "src"
@@ -142,3 +146,26 @@ def test_the_job_package_holds_and_imports_no_benchmark_or_traffic_generator() -
     assert len(imported) >= 10, imported
     assert {name: roots for name, roots in imported.items() if roots} == {}
     assert {name: found for name, found in lab_names.items() if found} == {}
+
+
+PRODUCT = ("coordinator_state", "coordinator_job", "kafka_gateway", "group_client")
+
+
+def test_the_product_needs_only_the_runtime_dependencies() -> None:
+    """What a deployment runs imports nothing that only an extra (demo, plot, dev) installs, not even lazily."""
+    requirements = [Requirement(text) for text in importlib.metadata.requires("spark-group-coordinator") or []]
+    runtime = {canonicalize_name(r.name) for r in requirements if r.marker is None}
+    providers = importlib.metadata.packages_distributions()
+    outside: dict[str, set[str]] = {}
+    for package in PRODUCT:
+        for path in sorted((SRC / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            roots = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                     for alias in node.names}
+            roots |= {str(node.module).split(".")[0] for node in ast.walk(tree)
+                      if isinstance(node, ast.ImportFrom) and not node.level}
+            for root in roots - set(sys.stdlib_module_names) - set(PRODUCT):
+                if not {canonicalize_name(d) for d in providers.get(root, [])} & runtime:
+                    outside.setdefault(root, set()).add(path.relative_to(SRC).as_posix())
+    assert "pyspark" in runtime and "confluent-kafka" not in runtime, runtime
+    assert outside == {}

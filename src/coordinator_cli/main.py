@@ -67,11 +67,14 @@ def _broker(args: argparse.Namespace, settings: dict[str, Any]) -> Iterator[None
 
 def cmd_run(args: argparse.Namespace) -> int:
     from chaos_harness.demo import Demo
+    from chaos_harness.real_consumer import missing_library
     from chaos_harness.real_demo import RealConsumerDemo
     from coordinator_job.live_job import LiveJob, checkpoint_dir
     from coordinator_job.spark_session import build_session
 
     problems = check_prerequisites()
+    if args.demo and args.demo_clients == "real" and (missing := missing_library("confluent")):
+        problems.append(missing)
     if problems:
         print("cannot run:\n  " + "\n  ".join(problems), file=sys.stderr)
         return EXIT_FAILED
