@@ -16,7 +16,7 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.partitioner.default import murmur2
 
-from coordinator_state.wire import routing_group_id
+from coordinator_state.envelope import routing_group_id
 
 REQUEST_TOPIC = "coordinator.requests"
 RESPONSE_TOPIC = "coordinator.responses"
