@@ -29,6 +29,8 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
+from coordinator_state.envelope import BODY, INT32_MAX, request_envelope, response_key
+
 from .apis import GROUP_APIS, request_class, response_class
 from .broker_answers import Node, VersionTable, api_versions_answer, find_coordinator_answer, rewrite_metadata
 from .codec import (
@@ -38,11 +40,10 @@ from .codec import (
     message_to_body,
     peek_header,
 )
-from .envelopes import envelope, merge_answers, split_request
+from .envelopes import API_NAMES, merge_answers, split_request
 from .errors import GatewayError, MalformedFrame, Overloaded, UnsupportedRequest, UpstreamError
 from .frames import DEFAULT_MAX_FRAME_BYTES, SIZE_BYTES, FrameSplitter, frame
 
-INT32_MAX = 2**31 - 1
 _RESPONSE_HEADER = struct.Struct(">ii")  # a response frame's size, then its correlation id
 LATENCY_SAMPLES = 10_000
 
@@ -79,6 +80,7 @@ class CloseClient:
 
 
 Action = ToClient | ToUpstream | ToCoordinator | CloseClient
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,15 +236,15 @@ class Gateway:
         actions: list[Action] = []
         touched: dict[int, _Connection] = {}
         for answer in answers:
-            envelope_id = answer.get("correlation_id")
-            if answer.get("reply_to") != self.reply_to or type(envelope_id) is not int:
+            key = response_key(answer)
+            if key is None or key[0] != self.reply_to:
                 continue
-            awaited = self._awaiting.pop(envelope_id, None)
+            awaited = self._awaiting.pop(key[1], None)
             if awaited is None:
                 self.counters["late_answers_dropped"] += 1
                 continue
             connection_id, slot, index = awaited
-            body = answer.get("body")
+            body = answer.get(BODY)
             slot.answers[index] = dict(body) if isinstance(body, Mapping) else {}
             slot.unanswered -= 1
             connection = self._connections.get(connection_id)
@@ -432,8 +434,9 @@ class Gateway:
             slot.envelope_ids.append(envelope_id)
             self._awaiting[envelope_id] = (connection.id, slot, index)
             heapq.heappush(self._deadlines, (deadline, envelope_id))
-            actions.append(ToCoordinator(envelope(api_key, version, envelope_id, client_id,
-                                                  "/" + connection.client_host, self.reply_to, now_ms, part)))
+            actions.append(ToCoordinator(request_envelope(
+                API_NAMES[api_key], part, version=version, correlation_id=envelope_id, client_id=client_id or "",
+                client_host="/" + connection.client_host, reply_to=self.reply_to, timestamp_ms=now_ms)))
         connection.muted_by = slot
 
     def _bound_ms(self, api_key: ApiKey, version: int, body: Mapping[str, Any]) -> int:

@@ -19,6 +19,8 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
+from coordinator_state.envelope import INT32_MAX
+
 from .apis import request_class, response_class
 from .broker_answers import Node, advertised_versions
 from .codec import decode_response
@@ -67,7 +69,7 @@ async def _call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, api_
     message = request_class(api_key)[version](**body)
     message.with_header(correlation_id=correlation_id, client_id=PROBE_CLIENT_ID)
     writer.write(bytes(message.encode(header=True, framed=True)))
-    splitter = FrameSplitter(2**31 - 1)
+    splitter = FrameSplitter(INT32_MAX)  # a frame's size is an int32
     while True:
         data = await reader.read(65536)
         if not data:
