@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 import struct
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,6 +81,19 @@ class CloseClient:
 
 Action = ToClient | ToUpstream | ToCoordinator | CloseClient
 
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """A client's group request the coordinator has answered (or that timed out), as the client gets it: the
+    envelope bodies it became (`parts`) and the response body."""
+
+    api_key: ApiKey
+    version: int
+    parts: list[dict[str, Any]]
+    body: dict[str, Any]
+
+
+AnswerObserver = Callable[[Answered], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,18 +169,17 @@ class _UpstreamFrame:
 class Gateway:
     """Every client connection's protocol state, and the coordinator requests in flight."""
 
-    def __init__(self, node: Node, versions: VersionTable, reply_to: str, limits: Limits | None = None) -> None:
+    def __init__(self, node: Node, versions: VersionTable, reply_to: str, limits: Limits | None = None,
+                 on_answer: AnswerObserver | None = None) -> None:
         self.node = node
         self.versions = dict(versions)
         self.reply_to = reply_to
         self.limits = limits or Limits()
+        self.on_answer = on_answer  # told of every answered group request (tools that watch the gateway)
         self.counters: Counter[str] = Counter()
         # The latest coordinator round trips per API (ms), as the client sees them (a JoinGroup's includes
         # the time it was parked).
         self.latencies_ms: dict[str, deque[int]] = {}
-        # Per group, the generation of the latest JoinGroup answered without error: the coordinator's count of
-        # rebalances as its clients saw it, whichever coordinator is behind the gateway.
-        self.generations: dict[str, int] = {}
         self._connections: dict[int, _Connection] = {}
         self._next_connection = 0
         self._next_envelope_id = 0
@@ -460,8 +472,8 @@ class Gateway:
         error_code = body.get("error_code")
         if isinstance(error_code, int) and error_code != 0:
             self.counters[f"{slot.api_key.name}_error_{error_code}"] += 1
-        elif error_code == 0 and slot.api_key == ApiKey.JoinGroup and isinstance(body.get("generation_id"), int):
-            self.generations[str(slot.parts[0].get("group_id"))] = body["generation_id"]
+        if self.on_answer is not None:
+            self.on_answer(Answered(slot.api_key, slot.version, slot.parts, body))
         try:
             message = body_to_message(response_class(slot.api_key), slot.version, body)
             slot.response = encode_response(message, slot.correlation_id)
