@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from coordinator_state.envelope import INT32_MIN
+
 from .errors import MalformedFrame, UnencodableAnswer
 from .frames import frame
 
@@ -32,7 +34,6 @@ _FIXED_HEADER = struct.Struct(">hhih")
 _DECODE_ERRORS = (struct.error, IndexError, ValueError, TypeError, OverflowError)
 # ... and what it raises on values that do not fit the wire (an int16 string length, an int32 out of range).
 _ENCODE_ERRORS = (struct.error, ValueError, TypeError, OverflowError, AttributeError)
-INT32_MIN = -(2**31)
 _BYTE_TYPES = frozenset({"bytes", "records"})
 MAX_STRING_BYTES = 0x7FFF
 # A string this short fits whatever its characters (at most 4 UTF-8 bytes each): no need to encode it to know.
