@@ -22,8 +22,12 @@ Per client connection, as a Kafka broker does:
 - whatever else goes wrong while serving one connection (a bug) closes that connection, logged, and nothing
   else: no failure while serving one connection escapes into another's.
 Group requests become envelopes with the gateway's own correlation ids (unique in this incarnation, which
-is `reply_to`); an envelope not answered within its bound is answered COORDINATOR_NOT_AVAILABLE, and an
-answer that comes after that, or after its connection closed, is dropped and counted.
+is `reply_to`); a request naming many groups becomes one envelope per group, at most
+`max_envelopes_in_flight` of them with the coordinator at a time (the next sent as one is answered), each
+group's answer encoded as it comes, so neither the coordinator's queue nor a step of the event loop grows
+with the request, and what it holds is about the size of its answer on the wire. A request not answered
+within its bound is answered COORDINATOR_NOT_AVAILABLE (for every group not answered yet), and an answer that
+comes after that, or after its connection closed, is dropped and counted.
 """
 
 from __future__ import annotations
@@ -46,11 +50,13 @@ from .broker_answers import Node, VersionTable, api_versions_answer, find_coordi
 from .codec import (
     body_to_message,
     decode_request,
+    encode_items,
     encode_response,
+    encode_response_around,
     message_to_body,
     peek_header,
 )
-from .envelopes import API_NAMES, merge_answers, split_request
+from .envelopes import API_NAMES, group_entries, is_split_by_group, merge_answers, split_request
 from .errors import GatewayError, MalformedFrame, UnencodableAnswer, UnsupportedRequest, UpstreamError
 from .frames import DEFAULT_MAX_FRAME_BYTES, SIZE_BYTES, FrameSplitter, frame
 
@@ -107,7 +113,8 @@ Action = ToClient | ToUpstream | ToCoordinator | CloseClient | ResumeReading
 @dataclass(frozen=True, slots=True)
 class Answered:
     """A client's group request the coordinator has answered (or that timed out), as the client gets it: the
-    envelope bodies it became (`parts`) and the response body."""
+    envelope bodies it became (`parts`) and the response body (for a request split by group, its top-level
+    fields: each group's entry was encoded as its answer came)."""
 
     api_key: ApiKey
     version: int
@@ -132,12 +139,14 @@ class Limits:
     # Requests read from one connection and not answered yet. Kafka's broker holds one (it mutes a connection
     # until its answer is sent); proxied requests are pipelined to the upstream as clients pipeline them.
     max_in_flight_requests: int = 100
+    # Envelopes of one connection's group request with the coordinator at a time (it names several groups).
+    max_envelopes_in_flight: int = 100
     coordinator_timeout_ms: int = 25_000
     join_grace_ms: int = 2_000
     initial_rebalance_delay_ms: int = 3_000  # the coordinator's group.initial.rebalance.delay.ms
 
     def __post_init__(self) -> None:
-        if self.max_frame_bytes < 1 or self.max_in_flight_requests < 1:
+        if self.max_frame_bytes < 1 or self.max_in_flight_requests < 1 or self.max_envelopes_in_flight < 1:
             raise ValueError("frame and in-flight limits must be positive")
         if self.coordinator_timeout_ms < 1 or self.join_grace_ms < 0 or self.initial_rebalance_delay_ms < 0:
             raise ValueError("coordinator_timeout_ms must be positive, join_grace_ms and initial_rebalance_delay_ms "
@@ -160,13 +169,25 @@ class _UpstreamSlot(_Slot):
 
 @dataclass(slots=True)
 class _CoordinatorSlot(_Slot):
+    """A group request: its parts (one per envelope) go to the coordinator in order, a window at a time."""
+
     api_key: ApiKey = ApiKey.JoinGroup
     version: int = 0
     parts: list[dict[str, Any]] = field(default_factory=list)
-    answers: list[dict[str, Any] | None] = field(default_factory=list)
-    envelope_ids: list[int] = field(default_factory=list)
-    unanswered: int = 0
-    sent_ms: int = 0
+    # Not split: the one answer (None: none in time). Split by group: each part's entries of `groups`, encoded.
+    split: bool = False
+    answer: dict[str, Any] | None = None
+    entries: list[tuple[int, bytes]] = field(default_factory=list)
+    unencodable: UnencodableAnswer | None = None  # an entry that did not fit: the whole request gets the error
+    client_id: str | None = None
+    received_ms: int = 0
+    sent: int = 0  # parts sent so far
+    answered: int = 0  # parts answered or given up
+    in_flight: dict[int, int] = field(default_factory=dict)  # envelope id -> part index, awaiting its answer
+
+    @property
+    def done(self) -> bool:
+        return self.answered == len(self.parts)
 
 
 @dataclass(slots=True)
@@ -212,9 +233,11 @@ class Gateway:
         self._connections: dict[int, _Connection] = {}
         self._next_connection = 0
         self._next_envelope_id = 0
-        # envelope id -> (connection id, slot, part index), while its answer is awaited
-        self._awaiting: dict[int, tuple[int, _CoordinatorSlot, int]] = {}
-        self._deadlines: list[tuple[int, int]] = []  # (deadline ms, envelope id), lazily pruned
+        # envelope id -> (connection id, slot), while its answer is awaited
+        self._awaiting: dict[int, tuple[int, _CoordinatorSlot]] = {}
+        # (deadline ms, sequence, connection id, slot) of every group request, pruned once it is done
+        self._deadlines: list[tuple[int, int, int, _CoordinatorSlot]] = []
+        self._deadline_sequence = 0
 
     # ---- events from the shell -------------------------------------------------------------------------
 
@@ -268,7 +291,7 @@ class Gateway:
     def receive_answers(self, answers: Iterable[Mapping[str, Any]], now_ms: int) -> list[Action]:
         """Response envelopes from the coordinator; those for other gateways, already answered requests or
         closed connections are dropped."""
-        completed: list[tuple[int, _CoordinatorSlot]] = []
+        received: dict[int, tuple[int, _CoordinatorSlot, list[tuple[int, dict[str, Any] | None]]]] = {}
         for answer in answers:
             key = response_key(answer)
             if key is None or key[0] != self.reply_to:
@@ -277,34 +300,38 @@ class Gateway:
             if awaited is None:
                 self.counters["late_answers_dropped"] += 1
                 continue
-            connection_id, slot, index = awaited
-            body = answer.get(BODY)
-            slot.answers[index] = dict(body) if isinstance(body, Mapping) else {}
-            slot.unanswered -= 1
+            connection_id, slot = awaited
+            index = slot.in_flight.pop(key[1])
             if connection_id not in self._connections:
                 self.counters["answers_for_closed_connections"] += 1
-            elif slot.unanswered == 0:
-                completed.append((connection_id, slot))
-        return self._answer(completed, now_ms)
+                continue
+            body = answer.get(BODY)
+            received.setdefault(id(slot), (connection_id, slot, []))[2].append(
+                (index, dict(body) if isinstance(body, Mapping) else {}))
+        return self._answer(list(received.values()), now_ms)
 
     def expire(self, now_ms: int) -> list[Action]:
         """Answers COORDINATOR_NOT_AVAILABLE for every envelope whose bound has passed."""
-        completed: list[tuple[int, _CoordinatorSlot]] = []
+        expired: list[tuple[int, _CoordinatorSlot, list[tuple[int, dict[str, Any] | None]]]] = []
         while self._deadlines and self._deadlines[0][0] <= now_ms:
-            _, envelope_id = heapq.heappop(self._deadlines)
-            awaited = self._awaiting.pop(envelope_id, None)
-            if awaited is None:
+            _, _, connection_id, slot = heapq.heappop(self._deadlines)
+            if slot.done:
                 continue
-            connection_id, slot, _ = awaited
-            self.counters["coordinator_timeouts"] += 1
-            slot.unanswered -= 1
-            if connection_id in self._connections and slot.unanswered == 0:
-                completed.append((connection_id, slot))
-        return self._answer(completed, now_ms)
+            for envelope_id in slot.in_flight:
+                del self._awaiting[envelope_id]
+            unanswered = [*slot.in_flight.values(), *range(slot.sent, len(slot.parts))]
+            self.counters["coordinator_timeouts"] += len(unanswered)
+            slot.in_flight.clear()
+            slot.sent = len(slot.parts)
+            if connection_id in self._connections:
+                expired.append((connection_id, slot, [(index, None) for index in unanswered]))
+            else:
+                slot.answered = len(slot.parts)
+        return self._answer(expired, now_ms)
 
     def next_deadline(self) -> int | None:
         """When `expire` next has something to do (ms), or None."""
-        while self._deadlines and self._deadlines[0][1] not in self._awaiting:
+        while self._deadlines and self._deadlines[0][3].done:
             heapq.heappop(self._deadlines)
         return self._deadlines[0][0] if self._deadlines else None
 
@@ -325,15 +352,22 @@ class Gateway:
 
     # ---- per-connection logic --------------------------------------------------------------------------
 
-    def _answer(self, completed: list[tuple[int, _CoordinatorSlot]], now_ms: int) -> list[Action]:
-        """The coordinator slots whose every part is answered or timed out get their responses, and their
-        connections go on, each on its own."""
+    def _answer(self, progressed: list[tuple[int, _CoordinatorSlot, list[tuple[int, dict[str, Any] | None]]]],
+                now_ms: int) -> list[Action]:
+        """Group requests with parts newly answered (None: given up): the next parts go to the coordinator; those
+        whose every part is answered get their responses, and their connections go on, each on its own."""
         actions: list[Action] = []
         touched: dict[int, _Connection] = {}
-        for connection_id, slot in completed:
+        for connection_id, slot, answered in progressed:
             connection = self._connections.get(connection_id)
-            if connection is not None:
-                with self._confined(connection, actions):
+            if connection is None:
+                continue
+            with self._confined(connection, actions):
+                for index, answer in answered:
+                    self._record(slot, index, answer)
+                if not slot.done:
+                    self._send_parts(connection, slot, actions)
+                else:
                     self._complete(connection, slot, now_ms)
                     touched[connection_id] = connection
         for connection_id, connection in touched.items():
@@ -501,22 +535,30 @@ class Gateway:
         self.counters["requests_coordinator"] += 1
         request = decode_request(request_class(api_key), payload, version)
         parts = split_request(api_key, version, message_to_body(request, version))
-        slot = _CoordinatorSlot(correlation_id, api_key=api_key, version=version, parts=parts,
-                                answers=[None] * len(parts), unanswered=len(parts), sent_ms=now_ms)
+        split = is_split_by_group(api_key, version)
+        slot = _CoordinatorSlot(correlation_id, api_key=api_key, version=version, parts=parts, client_id=client_id,
+                                received_ms=now_ms, split=split, entries=[(0, b"")] * len(parts) if split else [])
         connection.slots.append(slot)
         if not parts:
             self._complete(connection, slot, now_ms)
             return
-        deadline = now_ms + self._bound_ms(api_key, version, parts[0])
-        for index, part in enumerate(parts):
-            envelope_id = self._envelope_id()
-            slot.envelope_ids.append(envelope_id)
-            self._awaiting[envelope_id] = (connection.id, slot, index)
-            heapq.heappush(self._deadlines, (deadline, envelope_id))
-            actions.append(ToCoordinator(request_envelope(
-                API_NAMES[api_key], part, version=version, correlation_id=envelope_id, client_id=client_id or "",
-                client_host="/" + connection.client_host, reply_to=self.reply_to, timestamp_ms=now_ms)))
+        self._deadline_sequence += 1
+        heapq.heappush(self._deadlines, (now_ms + self._bound_ms(api_key, version, parts[0]),
+                                         self._deadline_sequence, connection.id, slot))
+        self._send_parts(connection, slot, actions)
         connection.muted_by = slot
+
+    def _send_parts(self, connection: _Connection, slot: _CoordinatorSlot, actions: list[Action]) -> None:
+        """Sends the request's next parts, up to the window; each is stamped with the request's receipt time."""
+        while slot.sent < len(slot.parts) and len(slot.in_flight) < self.limits.max_envelopes_in_flight:
+            envelope_id = self._envelope_id()
+            slot.in_flight[envelope_id] = slot.sent
+            self._awaiting[envelope_id] = (connection.id, slot)
+            actions.append(ToCoordinator(request_envelope(
+                API_NAMES[slot.api_key], slot.parts[slot.sent], version=slot.version, correlation_id=envelope_id,
+                client_id=slot.client_id or "", client_host="/" + connection.client_host, reply_to=self.reply_to,
+                timestamp_ms=slot.received_ms)))
+            slot.sent += 1
 
     def _bound_ms(self, api_key: ApiKey, version: int, body: Mapping[str, Any]) -> int:
         """How long the coordinator may take: a JoinGroup is parked up to its rebalance timeout (v0: the
@@ -533,11 +575,23 @@ class Gateway:
         self._next_envelope_id = self._next_envelope_id % INT32_MAX + 1
         return self._next_envelope_id
 
+    def _record(self, slot: _CoordinatorSlot, index: int, answer: dict[str, Any] | None) -> None:
+        """Part `index`'s answer (None: given up); a request split by group has it encoded at once."""
+        slot.answered += 1
+        if not slot.split:
+            slot.answer = answer
+            return
+        entries = group_entries(slot.api_key, slot.version, slot.parts[index], answer)
+        try:
+            slot.entries[index] = encode_items(response_class(slot.api_key), slot.version, "groups", entries)
+        except UnencodableAnswer as exc:
+            slot.unencodable = exc
+
     def _complete(self, connection: _Connection, slot: _CoordinatorSlot, now_ms: int) -> None:
         """Every part is answered (or timed out): the slot gets its response and the channel opens."""
         latencies = self.latencies_ms.setdefault(slot.api_key.name, deque(maxlen=LATENCY_SAMPLES))
-        latencies.append(max(0, now_ms - slot.sent_ms))
-        body = merge_answers(slot.api_key, slot.version, slot.parts, slot.answers)
+        latencies.append(max(0, now_ms - slot.received_ms))
+        body = {} if slot.split else merge_answers(slot.api_key, slot.version, slot.parts, [slot.answer])
         error_code = body.get("error_code")
         if isinstance(error_code, int) and error_code != 0:
             self.counters[f"{slot.api_key.name}_error_{error_code}"] += 1
@@ -546,7 +600,9 @@ class Gateway:
         if connection.muted_by is slot:
             connection.muted_by = None
         try:
-            slot.response = self._encode(slot, body)
+            if slot.unencodable is not None:
+                raise slot.unencodable
+            slot.response = self._encode_split(slot) if slot.split else self._encode(slot, body)
         except UnencodableAnswer as exc:
             # As Kafka's broker answers a request whose handling failed: UNKNOWN_SERVER_ERROR, in the API's shape
             # (built from the request's own fields, which fit since they were read).
@@ -564,3 +620,10 @@ class Gateway:
         except (ValueError, TypeError, KeyError) as exc:
             raise UnencodableAnswer(f"{exc!r}") from None
         return encode_response(message, slot.correlation_id)
+
+    @staticmethod
+    def _encode_split(slot: _CoordinatorSlot) -> bytes:
+        """The response of a request split by group, around its groups' entries encoded as they came."""
+        return encode_response_around(response_class(slot.api_key), slot.version, {}, "groups",
+                                      sum(count for count, _ in slot.entries),
+                                      b"".join(items for _, items in slot.entries), slot.correlation_id)

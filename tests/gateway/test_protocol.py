@@ -233,6 +233,19 @@ def test_describe_groups_is_split_per_group_and_merged_in_request_order() -> Non
     assert body["groups"][1]["authorized_operations"] == -2**31  # "not provided"
 
 
+def test_a_request_split_by_group_keeps_a_window_of_envelopes_with_the_coordinator() -> None:
+    gateway = make_gateway(Limits(max_envelopes_in_flight=2, coordinator_timeout_ms=1_000))
+    conn = gateway.open("10.0.0.7")
+    first = envelopes(gateway.receive(conn, request(ApiKey.DescribeGroups, 5, 8, {"groups": list("abcd")}), T0))
+    assert [e["body"]["groups"] for e in first] == [["a"], ["b"]]
+    actions = gateway.receive_answers([answer(first[1], {"groups": [{"group_id": "b", "error_code": 0}]})], T0 + 5)
+    [third] = envelopes(actions)
+    assert (third["body"]["groups"], third["timestamp_ms"]) == (["c"], T0)  # stamped with the request's receipt
+    [(_, body)] = decode_responses(to_client(gateway.expire(T0 + 1_000)), [(ApiKey.DescribeGroups, 5)])
+    assert [(g["group_id"], g["error_code"]) for g in body["groups"]] == [("a", 15), ("b", 0), ("c", 15), ("d", 15)]
+    assert gateway.counters["coordinator_timeouts"] == 3 and gateway.in_flight == 0
+
+
 def test_describe_groups_of_no_group_is_answered_without_the_coordinator() -> None:
     gateway = make_gateway()
     conn = gateway.open("10.0.0.7")

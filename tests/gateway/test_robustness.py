@@ -186,3 +186,36 @@ def test_the_engine_keeps_no_record_of_commits_nobody_reads(gateway: BackgroundG
     assert server is not None
     kept = server.coordinator.inspect(lambda engine: len(engine.offset_changes))  # type: ignore[attr-defined]
     assert kept.result(10) == 0
+
+
+def test_a_describe_groups_of_20000_groups_is_answered_whole_while_other_connections_are_answered(
+        gateway: BackgroundGateway) -> None:
+    # One envelope per group, a window of them with the engine at a time, each group's answer encoded as it comes:
+    # no step of the event loop and no queue of the engine grows with the request.
+    groups = [f"many-{i}" for i in range(20_000)]
+    big, other = RawClient(gateway.address, timeout_s=120), RawClient(gateway.address)
+    described: list[dict[str, object]] = []
+    took: list[float] = []
+
+    def describe() -> None:
+        started = time.monotonic()
+        described.extend(big.call(ApiKey.DescribeGroups, 5, {"groups": groups})["groups"])
+        took.append(time.monotonic() - started)
+
+    describer = threading.Thread(target=describe)
+    describer.start()
+    round_trips: list[float] = []
+    while describer.is_alive():
+        started = time.monotonic()
+        assert other.call(ApiKey.ApiVersions, 3, {})["error_code"] == 0
+        round_trips.append(time.monotonic() - started)
+    describer.join()
+    big.close()
+    other.close()
+    print(f"20,000 groups described in {took[0]:.2f} s, {len(round_trips)} round trips meanwhile, "
+          f"longest {max(round_trips):.3f} s")
+    assert [(d["group_id"], d["error_code"], d["group_state"]) for d in described] == [
+        (g, 0, "Dead") for g in groups]
+    # Handled in one step (sent whole, or merged and encoded whole), the request held up everyone for a good part
+    # of the time it took.
+    assert max(round_trips) < took[0] / 10
