@@ -121,8 +121,9 @@ class LocalEngine:
     def submit(self, envelope: dict[str, Any]) -> None:
         if self.queued >= self.max_queued_calls:
             self.dropped += 1
-            log.warning("%d requests already wait for the engine: a %s request is dropped (the client gets "
-                        "COORDINATOR_NOT_AVAILABLE and retries)", self.queued, envelope.get("api"))
+            if self.dropped % 1000 == 1:  # the first of every thousand: a flood says so without flooding the log
+                log.warning("%d requests already wait for the engine: requests are dropped (%d so far; their "
+                            "clients get COORDINATOR_NOT_AVAILABLE and retry)", self.queued, self.dropped)
             return
         self._call(lambda: self.engine.handle(envelope))
 
