@@ -8,7 +8,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from kafka.protocol.api_key import ApiKey
@@ -111,6 +111,34 @@ def test_the_engines_clock_goes_on_after_an_answer_it_delivers_does_not_fit_the_
     assert "does not fit the wire" in caplog.text
 
 
+def assert_no_error(answer: dict[str, object]) -> None:
+    assert answer["error_code"] == 0
+
+
+def answered_meanwhile(gateway: BackgroundGateway, call: Callable[[], None]) -> tuple[float, list[float]]:
+    """Runs `call` on a thread; meanwhile another connection sends ApiVersions after ApiVersions. The seconds
+    `call` took, and each ApiVersions' round trip."""
+    took: list[float] = []
+
+    def timed() -> None:
+        started = time.monotonic()
+        call()
+        took.append(time.monotonic() - started)
+
+    other = RawClient(gateway.address)
+    caller = threading.Thread(target=timed)
+    caller.start()
+    round_trips: list[float] = []
+    while caller.is_alive():
+        started = time.monotonic()
+        assert other.call(ApiKey.ApiVersions, 3, {})["error_code"] == 0
+        round_trips.append(time.monotonic() - started)
+    caller.join()
+    other.close()
+    [seconds] = took  # absent if `call` failed
+    return seconds, round_trips
+
+
 def subscription(topics: int) -> str:
     """Consumer-protocol subscription metadata (v0) to `topics` topics, base64 as in an envelope."""
     names = [b"t%d" % i for i in range(topics)]
@@ -123,25 +151,10 @@ def test_a_slow_engine_call_does_not_hold_up_other_connections(gateway: Backgrou
     # 400,000 topics (about 2 s on the shared machine).
     slow_join = {"group_id": "huge-subscription", "session_timeout_ms": 600_000, "member_id": "",
                  "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": subscription(400_000)}]}
-    slow, other = RawClient(gateway.address, timeout_s=120), RawClient(gateway.address)
-    took: list[float] = []
-
-    def join_slowly() -> None:
-        started = time.monotonic()
-        assert slow.call(ApiKey.JoinGroup, 0, slow_join)["error_code"] == 0
-        took.append(time.monotonic() - started)
-
-    joiner = threading.Thread(target=join_slowly)
-    joiner.start()
-    round_trips: list[float] = []
-    while joiner.is_alive():
-        started = time.monotonic()
-        assert other.call(ApiKey.ApiVersions, 3, {})["error_code"] == 0
-        round_trips.append(time.monotonic() - started)
-    joiner.join()
+    slow = RawClient(gateway.address, timeout_s=120)
+    slow_call_s, round_trips = answered_meanwhile(
+        gateway, lambda: assert_no_error(slow.call(ApiKey.JoinGroup, 0, slow_join)))
     slow.close()
-    other.close()
-    [slow_call_s] = took
     assert slow_call_s > 1.0, "the engine call was too quick to show anything"
     print(f"slow call {slow_call_s:.2f} s, {len(round_trips)} round trips meanwhile, longest {max(round_trips):.3f} s")
     # Were the engine on the event loop, a round trip begun as the call starts would wait for all of it.
@@ -193,29 +206,15 @@ def test_a_describe_groups_of_20000_groups_is_answered_whole_while_other_connect
     # One envelope per group, a window of them with the engine at a time, each group's answer encoded as it comes:
     # no step of the event loop and no queue of the engine grows with the request.
     groups = [f"many-{i}" for i in range(20_000)]
-    big, other = RawClient(gateway.address, timeout_s=120), RawClient(gateway.address)
+    big = RawClient(gateway.address, timeout_s=120)
     described: list[dict[str, object]] = []
-    took: list[float] = []
-
-    def describe() -> None:
-        started = time.monotonic()
-        described.extend(big.call(ApiKey.DescribeGroups, 5, {"groups": groups})["groups"])
-        took.append(time.monotonic() - started)
-
-    describer = threading.Thread(target=describe)
-    describer.start()
-    round_trips: list[float] = []
-    while describer.is_alive():
-        started = time.monotonic()
-        assert other.call(ApiKey.ApiVersions, 3, {})["error_code"] == 0
-        round_trips.append(time.monotonic() - started)
-    describer.join()
+    took, round_trips = answered_meanwhile(
+        gateway, lambda: described.extend(big.call(ApiKey.DescribeGroups, 5, {"groups": groups})["groups"]))
     big.close()
-    other.close()
-    print(f"20,000 groups described in {took[0]:.2f} s, {len(round_trips)} round trips meanwhile, "
+    print(f"20,000 groups described in {took:.2f} s, {len(round_trips)} round trips meanwhile, "
           f"longest {max(round_trips):.3f} s")
     assert [(d["group_id"], d["error_code"], d["group_state"]) for d in described] == [
         (g, 0, "Dead") for g in groups]
     # Handled in one step (sent whole, or merged and encoded whole), the request held up everyone for a good part
     # of the time it took.
-    assert max(round_trips) < took[0] / 10
+    assert max(round_trips) < took / 10
