@@ -151,7 +151,11 @@ class LocalEngine:
                 on_done()
             self._delivered(future)
 
-        self._worker.call(run).add_done_callback(lambda future: loop.call_soon_threadsafe(done, future))
+        def hand_to_loop(future: Future[list[dict[str, Any]]]) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed (the gateway stopped): nobody to answer
+                loop.call_soon_threadsafe(done, future)
+
+        self._worker.call(run).add_done_callback(hand_to_loop)
 
     def _delivered(self, future: Future[list[dict[str, Any]]]) -> None:
         """On the loop: the answers of one engine call go to the gateway; a failure is logged, and the next call
@@ -200,7 +204,8 @@ class LocalEngine:
         busy = self._worker.running_since if self._worker is not None else None
         busy_s = 0.0 if busy is None else time.monotonic() - busy
         return (f"engine=local groups={len(self.engine.groups)} engine_requests={self.engine.counters['requests']} "
-                f"engine_queued={self.queued} engine_dropped={self.dropped} engine_busy_s={busy_s:.1f}")
+                f"engine_queued={self.queued} engine_dropped={self.dropped} engine_busy_s={busy_s:.1f} "
+                f"engine_slow_calls={self.slow_calls}")
 
 
 class _PollThread(threading.Thread):
