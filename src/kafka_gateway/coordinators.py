@@ -209,20 +209,29 @@ class LocalEngine:
 
 
 class _PollThread(threading.Thread):
-    """Polls one kafka-python consumer until stopped, handing each batch of records to `on_records`."""
+    """Polls one kafka-python consumer until stopped, handing each batch of records to `on_records`; a failure
+    (of the poll or of `on_records`) is logged, and polling goes on a second later."""
+
+    RETRY_S = 1.0
 
     def __init__(self, name: str, consumer: Any, on_records: Callable[[list[Any]], None]) -> None:
         super().__init__(name=name, daemon=True)
         self.consumer = consumer
         self.on_records = on_records
         self.stopping = threading.Event()
+        self.failures = 0
 
     def run(self) -> None:
         try:
             while not self.stopping.is_set():
-                batch = [r for records in self.consumer.poll(timeout_ms=200).values() for r in records]
-                if batch:
-                    self.on_records(batch)
+                try:
+                    batch = [r for records in self.consumer.poll(timeout_ms=200).values() for r in records]
+                    if batch:
+                        self.on_records(batch)
+                except Exception:
+                    self.failures += 1
+                    log.exception("%s: polling failed; it goes on in %.0f s", self.name, self.RETRY_S)
+                    self.stopping.wait(self.RETRY_S)
         finally:
             self.consumer.close()
 

@@ -11,8 +11,11 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.protocol.api_key import ApiKey
 
+from coordinator_job.broker import create_topics
+from kafka_gateway.coordinators import _PollThread
 from kafka_gateway.frames import FrameSplitter, frame
 from kafka_gateway.runner import BackgroundGateway, loopback_gateway
 
@@ -218,3 +221,38 @@ def test_a_describe_groups_of_20000_groups_is_answered_whole_while_other_connect
     # Handled in one step (sent whole, or merged and encoded whole), the request held up everyone for a good part
     # of the time it took.
     assert max(round_trips) < took / 10
+
+
+def test_the_topic_engines_poll_thread_goes_on_after_a_failure(kafka_bootstrap: str,
+                                                                unique_topic: Callable[[str], str]) -> None:
+    topic = unique_topic("responses")
+    create_topics(kafka_bootstrap, [(topic, 1, False)])
+    consumer = KafkaConsumer(bootstrap_servers=kafka_bootstrap, enable_auto_commit=False, group_id=None)
+    consumer.assign([TopicPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    received: list[bytes] = []
+    failed = threading.Event()
+
+    def on_records(records: list[object]) -> None:
+        values = [r.value for r in records]  # type: ignore[attr-defined]
+        if b"unreadable" in values:
+            failed.set()
+            raise ValueError("a batch the callback cannot take")
+        received.extend(values)
+
+    poller = _PollThread("test-poller", consumer, on_records)
+    poller.RETRY_S = 0.1
+    poller.start()
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
+    try:
+        producer.send(topic, b"unreadable").get(10)
+        assert failed.wait(20)
+        producer.send(topic, b"readable").get(10)
+        deadline = time.monotonic() + 20
+        while not received and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        producer.close()
+        poller.stopping.set()
+        poller.join(10)
+    assert received == [b"readable"]
