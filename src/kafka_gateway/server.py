@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +64,7 @@ class GatewayServer:
         self._timer_wakeup = asyncio.Event()
         self._servers: list[asyncio.Server] = []
         self.crashes = 0
+        self.upstream_opened: Counter[tuple[str, int]] = Counter()  # upstream connections, per address
 
     async def start(self, servers: list[asyncio.Server] | None = None) -> None:
         """Starts the coordinator, the timer and the status line; serves the connections of `servers`
@@ -175,6 +177,7 @@ class GatewayServer:
         try:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_connection(*address, limit=UPSTREAM_READ_BYTES), 10)
+            self.upstream_opened[address] += 1
             session.upstream_writer = writer
             writer.write(b"".join(session.upstream_pending))
             session.upstream_pending.clear()
