@@ -24,12 +24,14 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
+from coordinator_state.envelope import INT32_MAX
+
 from .apis import request_class, response_class
 from .chain import ConnectionContext, Port, Unit, UnitFactory
 from .codec import decode_response
 from .coordinators import Coordinator, LocalEngine, TopicEngine
 from .frames import FrameSplitter
-from .gateway import Gateway, Limits
+from .gateway import AnswerObserver, Gateway, Limits
 from .port_mapping import PortMapping, PortScheme, UpstreamDirectory
 from .server import GatewayServer, wall_clock_ms
 
@@ -79,6 +81,7 @@ class GatewayOptions:
     limits: Limits = field(default_factory=Limits)
     settings: Mapping[str, Any] = field(default_factory=dict)
     status_interval_s: float = 10.0
+    on_answer: AnswerObserver | None = None  # called on the gateway's loop with every answered group request
     broker_port_start: int | None = None
     broker_id_lowest: int | None = None
     broker_ports: int | None = None
@@ -109,7 +112,7 @@ async def _call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, api_
     message = request_class(api_key)[version](**body)
     message.with_header(correlation_id=correlation_id, client_id=PROBE_CLIENT_ID)
     writer.write(bytes(message.encode(header=True, framed=True)))
-    splitter = FrameSplitter(2**31 - 1)
+    splitter = FrameSplitter(INT32_MAX)  # a frame's size is an int32
     while True:
         data = await reader.read(65536)
         if not data:
@@ -231,7 +234,7 @@ async def serve(options: GatewayOptions, stop: asyncio.Event,
         for sock, _ in ports:
             sock.close()
         raise
-    gateway = Gateway(ports[0][1], upstream.versions, reply_to, options.limits)
+    gateway = Gateway(ports[0][1], upstream.versions, reply_to, options.limits, options.on_answer)
     server = GatewayServer(gateway, _coordinator(options, reply_to), directory,
                            status_interval_s=options.status_interval_s)
     servers = [await asyncio.start_server(functools.partial(server.client_connected, port=port), sock=sock)
@@ -324,11 +327,12 @@ class BackgroundGateway:
         self.stop()
 
 
-def loopback_gateway(bootstrap_servers: str, engine: str, settings: Mapping[str, Any]) -> BackgroundGateway:
+def loopback_gateway(bootstrap_servers: str, engine: str, settings: Mapping[str, Any],
+                     on_answer: AnswerObserver | None = None) -> BackgroundGateway:
     """A gateway (not started yet) on free loopback ports in front of `bootstrap_servers` (a port for each of
     its node ids), without status lines: what tests, demos, chaos runs and benches put between their
-    consumer processes and a coordinator.
-    `engine` is "local" (an in-process engine configured by `settings`) or "topics" (the job `settings`
-    describe)."""
+    consumer processes and a coordinator. `engine` is "local" (an in-process engine configured by
+    `settings`) or "topics" (the job `settings` describe); `on_answer` watches what the gateway answers."""
     return BackgroundGateway(GatewayOptions(listen=("127.0.0.1", 0), upstream=host_ports(bootstrap_servers),
-                                            engine=engine, settings=settings, status_interval_s=0))
+                                            engine=engine, settings=settings, status_interval_s=0,
+                                            on_answer=on_answer))
