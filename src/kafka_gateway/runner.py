@@ -59,13 +59,15 @@ def host_ports(text: str) -> list[tuple[str, int]]:
 class ListenerOptions:
     """One listener: its name, its bootstrap address, the host its answers advertise, its first broker port
     (None: the bootstrap port + 1) and the units its connections get before port mapping (authentication,
-    authorization: each a factory of one connection's unit)."""
+    authorization: each a factory of one connection's unit). An `advertised_port` (the bootstrap port as
+    clients reach it, behind a port mapping) shifts the advertised broker ports alike."""
 
     listen: tuple[str, int]
     name: str = "PLAINTEXT"
     advertised_host: str | None = None
     broker_port_start: int | None = None
     units: Sequence[UnitFactory] = ()
+    advertised_port: int | None = None
 
 
 @dataclass(frozen=True)
@@ -162,7 +164,7 @@ class Listening:
     """Where a started listener accepts clients."""
 
     name: str
-    host: str  # as advertised
+    host: str  # where it listens (its answers advertise `scheme.host`)
     bootstrap_port: int
     scheme: PortScheme
 
@@ -225,11 +227,12 @@ async def serve(options: GatewayOptions, stop: asyncio.Event,
         for listener in options.all_listeners():
             sockets, bootstrap_port, start = _bind_listener(listener, node_ids)
             host = listener.advertised_host or listener.listen[0]
-            scheme = PortScheme(host, bootstrap_port, start, lowest, count)
+            shift = 0 if listener.advertised_port is None else listener.advertised_port - bootstrap_port
+            scheme = PortScheme(host, bootstrap_port + shift, start + shift, lowest, count)
             units = [*listener.units, _port_mapping(scheme, directory)]
             ports += zip(sockets, [Port(listener.name, node_id, units) for node_id in (None, *node_ids)],
                          strict=True)
-            listening.append(Listening(listener.name, host, bootstrap_port, scheme))
+            listening.append(Listening(listener.name, listener.listen[0], bootstrap_port, scheme))
     except OSError:
         for sock, _ in ports:
             sock.close()
@@ -242,10 +245,10 @@ async def serve(options: GatewayOptions, stop: asyncio.Event,
     try:
         await server.start(servers)
         for where in listening:
-            log.info("gateway listener %s on %s (nodes %d..%d on ports %d..%d) for upstream %s, engine %s, "
-                     "reply_to %s", where.name, where.address, lowest, lowest + count - 1, where.scheme.start,
-                     where.scheme.start + count - 1, ",".join(f"{h}:{p}" for h, p in options.bootstrap_servers),
-                     options.engine, reply_to)
+            log.info("gateway listener %s on %s (nodes %d..%d advertised at %s ports %d..%d) for upstream %s, "
+                     "engine %s, reply_to %s", where.name, where.address, lowest, lowest + count - 1,
+                     where.scheme.host, where.scheme.start, where.scheme.start + count - 1,
+                     ",".join(f"{h}:{p}" for h, p in options.bootstrap_servers), options.engine, reply_to)
         if on_ready is not None:
             on_ready(server, listening)
         await stop.wait()

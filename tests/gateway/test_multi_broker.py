@@ -12,12 +12,14 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
+from kafka.protocol.api_key import ApiKey
 
 from chaos_harness.real_consumer import ConsumerProcess
 from coordinator_job.broker import create_topics
-from kafka_gateway.runner import BackgroundGateway, GatewayOptions, host_ports
+from kafka_gateway.runner import BackgroundGateway, GatewayOptions, ListenerOptions, host_ports
 
 from .three_node_proxy import ThreeNodeProxy
+from .wire import RawClient
 
 pytestmark = pytest.mark.kafka
 PARTITIONS = 6
@@ -109,3 +111,17 @@ def test_a_static_group_of_both_libraries_reads_every_record_once_from_leaders_o
     assert cluster.misrouted == []
     for node in (0, 1, 2):  # every node led partitions that were produced to and fetched from
         assert cluster.requests[(node, "Produce")] > 0 and cluster.requests[(node, "Fetch")] > 0, node
+
+
+def test_answers_advertise_the_listeners_advertised_host_and_ports(cluster: ThreeNodeProxy) -> None:
+    listener = ListenerOptions(("127.0.0.1", 0), advertised_host="gw.example", advertised_port=29092)
+    options = GatewayOptions(listen=("127.0.0.1", 0), upstream=host_ports(cluster.bootstrap_servers), engine="local",
+                             status_interval_s=0, broker_id_lowest=0, broker_ports=3, listeners=[listener])
+    with BackgroundGateway(options) as gateway:
+        client = RawClient(gateway.address)
+        brokers = client.call(ApiKey.Metadata, 12, {"topics": None})["brokers"]
+        coordinator = client.call(ApiKey.FindCoordinator, 3, {"key": "g", "key_type": 0})
+        client.close()
+    assert [(b["node_id"], b["host"], b["port"]) for b in brokers] == [
+        (0, "gw.example", 29093), (1, "gw.example", 29094), (2, "gw.example", 29095)]
+    assert (coordinator["node_id"], coordinator["host"], coordinator["port"]) == (0, "gw.example", 29093)
