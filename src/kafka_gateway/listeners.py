@@ -62,8 +62,8 @@ def port_settings(lookup: Lookup) -> PortSettings:
         raise ValueError("bootstrap.servers: required (the upstream cluster, HOST:PORT[,HOST:PORT...])")
     servers = [_host_port("bootstrap.servers", item) for item in bootstrap.split(",")]
     listens = _endpoints("listeners", lookup("listeners") or DEFAULT_LISTENERS)
-    advertised = _endpoints("advertised.listeners", lookup("advertised.listeners")) \
-        if lookup("advertised.listeners") else listens
+    advertised_text = lookup("advertised.listeners")
+    advertised = _endpoints("advertised.listeners", advertised_text) if advertised_text else listens
     if list(advertised) != list(listens):
         raise ValueError(f"advertised.listeners: names {', '.join(advertised)} must be those of listeners "
                          f"({', '.join(listens)})")
