@@ -95,6 +95,7 @@ class GatewayServer:
                 f"local={counters['requests_local']} group={counters['requests_coordinator']} "
                 f"in_flight={self.gateway.in_flight} timeouts={counters['coordinator_timeouts']} "
                 f"late_dropped={counters['late_answers_dropped']} bad_connections_closed={closes} "
+                f"unmapped_nodes={counters['closed_UnmappedNode']} "
                 f"crashes={self.crashes} {self.coordinator.status()}")
 
     # ---- client connections ----------------------------------------------------------------------------
