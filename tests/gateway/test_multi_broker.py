@@ -107,10 +107,13 @@ def test_a_static_group_of_both_libraries_reads_every_record_once_from_leaders_o
     by_gateway[0] += 1
     wait_until(lambda: cluster.accepted - accepted_before == by_gateway, 5,
                f"accepted {cluster.accepted - accepted_before}, the gateway opened {by_gateway}")
+    per_node = [(cluster.requests[(n, "Produce")], cluster.requests[(n, "Fetch")]) for n in (0, 1, 2)]
+    print(f"\nthree nodes: {len(seen)} records read once by {len(consumers)} consumers; the fake accepted "
+          f"{dict(cluster.accepted - accepted_before)} connections per node, the gateway opened them all; "
+          f"Produce/Fetch requests per node {per_node}")
     assert cluster.group_requests == []
     assert cluster.misrouted == []
-    for node in (0, 1, 2):  # every node led partitions that were produced to and fetched from
-        assert cluster.requests[(node, "Produce")] > 0 and cluster.requests[(node, "Fetch")] > 0, node
+    assert all(produce > 0 and fetch > 0 for produce, fetch in per_node), per_node  # every node led partitions
 
 
 def test_answers_advertise_the_listeners_advertised_host_and_ports(cluster: ThreeNodeProxy) -> None:
