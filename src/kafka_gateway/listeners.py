@@ -93,11 +93,19 @@ def _endpoints(key: str, text: str) -> dict[str, tuple[str, int]]:
     return endpoints
 
 
-def _host_port(key: str, text: str, empty_host: bool = False) -> tuple[str, int]:
+def parse_host_port(text: str, empty_host: bool = False) -> tuple[str, int]:
+    """`HOST:PORT` (`[IPv6]:PORT`) as a pair; ValueError when it is not one."""
     host, sep, port = text.strip().rpartition(":")
     if not sep or (not host and not empty_host) or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"{key}: expected HOST:PORT, got {text.strip()!r}")
+        raise ValueError(f"expected HOST:PORT, got {text.strip()!r}")
     return host.strip("[]"), int(port)
+
+
+def _host_port(key: str, text: str, empty_host: bool = False) -> tuple[str, int]:
+    try:
+        return parse_host_port(text, empty_host)
+    except ValueError as exc:
+        raise ValueError(f"{key}: {exc}") from None
 
 
 def _int(key: str, text: str, low: int, high: int) -> int:

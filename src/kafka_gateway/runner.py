@@ -32,6 +32,7 @@ from .codec import decode_response
 from .coordinators import Coordinator, LocalEngine, TopicEngine
 from .frames import FrameSplitter
 from .gateway import AnswerObserver, Gateway, Limits
+from .listeners import parse_host_port
 from .port_mapping import PortMapping, PortScheme, UpstreamDirectory
 from .server import GatewayServer, wall_clock_ms
 
@@ -46,13 +47,7 @@ def host_port(text: str) -> tuple[str, int]:
 
 def host_ports(text: str) -> list[tuple[str, int]]:
     """A comma-separated list of `HOST:PORT` as pairs; ValueError when one is not."""
-    pairs = []
-    for item in text.split(","):
-        host, sep, port = item.strip().rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-            raise ValueError(f"expected HOST:PORT, got {item.strip()!r}")
-        pairs.append((host.strip("[]"), int(port)))
-    return pairs
+    return [parse_host_port(item) for item in text.split(",")]
 
 
 @dataclass(frozen=True)
