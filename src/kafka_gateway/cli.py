@@ -18,15 +18,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from .gateway import Limits
-from .runner import GatewayOptions, host_port, serve
+from .runner import GatewayOptions, host_port, host_ports, serve
 
 DEFAULT_LIMITS = Limits()
 
 DESCRIPTION = (
-    "Speaks the Kafka protocol so that unmodified Kafka clients use this coordinator: it advertises itself "
-    "as the only broker and every group's coordinator, turns the eight group APIs into envelopes (the "
-    "in-process engine with --engine local, else the coordinator's topics), and proxies every other API to "
-    "the upstream broker. Status on a log line every --status-interval seconds; Ctrl-C or SIGTERM stops it."
+    "Speaks the Kafka protocol so that unmodified Kafka clients use this coordinator: it listens on --listen "
+    "and on one port per upstream node (the ports after it, for the node ids the upstream lists at start), "
+    "answers as every group's coordinator, turns the eight group APIs into envelopes (the in-process engine "
+    "with --engine local, else the coordinator's topics), and proxies every other API to the upstream node "
+    "of the port it came in on, rewriting every answer that names a broker. Status on a log line every "
+    "--status-interval seconds; Ctrl-C or SIGTERM stops it."
 )
 
 
@@ -35,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--listen", default="127.0.0.1:9092", metavar="HOST:PORT",
                         help="address to accept Kafka clients on (port 0: any free port); default 127.0.0.1:9092")
     parser.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT",
-                        help="the upstream broker (one broker: the embedded Tansu or a single Kafka node)")
+                        help="the upstream cluster (HOST:PORT[,HOST:PORT...]: the first that answers is used)")
     parser.add_argument("--engine", choices=["local", "topics"], default="topics",
                         help="local: an in-process engine (tests, demos); topics (default): the coordinator's "
                              "request and response topics, answered by the streaming job")
@@ -56,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def options_from(args: argparse.Namespace, settings: Mapping[str, Any]) -> GatewayOptions:
     """GatewayOptions from parsed arguments and the project's settings; ValueError on a bad value."""
     listen = host_port(args.listen)
-    upstream = host_port(args.bootstrap_servers)
+    upstream = host_ports(args.bootstrap_servers)
     limits = Limits(max_frame_bytes=args.max_frame_bytes, coordinator_timeout_ms=args.coordinator_timeout_ms,
                     join_grace_ms=args.join_grace_ms)
     return GatewayOptions(listen=listen, upstream=upstream, engine=args.engine, advertised_host=args.advertise,
