@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .gateway import Limits
-from .runner import GatewayOptions, host_port, host_ports, serve
+from .runner import GatewayOptions, host_port, serve
 
 DEFAULT_LIMITS = Limits()
 
@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--listen", default="127.0.0.1:9092", metavar="HOST:PORT",
                         help="address to accept Kafka clients on (port 0: any free port); default 127.0.0.1:9092")
     parser.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT",
-                        help="the upstream cluster (HOST:PORT[,HOST:PORT...]: the first that answers is used)")
+                        help="the upstream broker (one broker: the embedded Tansu or a single Kafka node)")
     parser.add_argument("--engine", choices=["local", "topics"], default="topics",
                         help="local: an in-process engine (tests, demos); topics (default): the coordinator's "
                              "request and response topics, answered by the streaming job")
@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def options_from(args: argparse.Namespace, settings: Mapping[str, Any]) -> GatewayOptions:
     """GatewayOptions from parsed arguments and the project's settings; ValueError on a bad value."""
     listen = host_port(args.listen)
-    upstream = host_ports(args.bootstrap_servers)
+    upstream = host_port(args.bootstrap_servers)
     limits = Limits(max_frame_bytes=args.max_frame_bytes, coordinator_timeout_ms=args.coordinator_timeout_ms,
                     join_grace_ms=args.join_grace_ms)
     return GatewayOptions(listen=listen, upstream=upstream, engine=args.engine, advertised_host=args.advertise,
