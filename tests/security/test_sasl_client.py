@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
+from kafka_gateway.codec import body_to_message, encode_response, message_to_body, peek_header
 from kafka_gateway.security.credentials import ScramMechanism, Users, make_credential
 from kafka_gateway.security.sasl_client import SaslLogin, ServiceCredentials, UpstreamAuthenticationError
 from kafka_gateway.security.sasl_server import Reply, SaslServerSession
@@ -12,14 +19,22 @@ USERS = (Users({})
          .with_credential("svc", ScramMechanism.SCRAM_SHA_256, make_credential(ScramMechanism.SCRAM_SHA_256, "pw"))
          .with_credential("svc", ScramMechanism.SCRAM_SHA_512, make_credential(ScramMechanism.SCRAM_SHA_512, "pw")))
 
+request_classes = {17: SaslHandshakeRequest, 36: SaslAuthenticateRequest}
+response_classes = {17: SaslHandshakeResponse, 36: SaslAuthenticateResponse}
+
 
 def run_login(credentials: ServiceCredentials, enabled: list[str]) -> SaslServerSession:
     server = SaslServerSession(enabled, lambda: USERS)
     login = SaslLogin(credentials)
     while (request := login.next_request()) is not None:
-        step = server.receive(request[4:])
+        header = peek_header(request[4:])
+        message = request_classes[header.api_key].decode(request[4:], version=header.api_version, header=True)
+        step = server.receive(header.api_key, header.api_version, lambda m=message, v=header.api_version:
+                              message_to_body(m, v))
         assert isinstance(step, Reply)
-        login.receive(step.response[4:])
+        response = response_classes[header.api_key]
+        login.receive(encode_response(body_to_message(response, header.api_version, step.body),
+                                      header.correlation_id)[4:])
     return server
 
 

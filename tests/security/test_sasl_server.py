@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
+from kafka_gateway.codec import body_to_message, encode_response, message_to_body
 from kafka_gateway.security.credentials import ScramMechanism, Users, make_credential
 from kafka_gateway.security.sasl_server import PassOn, Refuse, Reply, SaslServerSession, failure_message
 
@@ -26,15 +28,19 @@ USERS = (Users({})
          .with_credential("bob", ScramMechanism.SCRAM_SHA_256, make_credential(ScramMechanism.SCRAM_SHA_256, "b-pw")))
 
 
-def payload(message_class: Any, version: int, correlation_id: int = 7, **fields: Any) -> bytes:
+def payload(message_class: Any, version: int, **fields: Any) -> tuple[int, int, Callable[[], dict[str, Any]]]:
+    """A request as the gateway hands it over: API key, version, and its body as the codec decodes it."""
     message = message_class[version](**fields)
-    message.with_header(correlation_id=correlation_id, client_id="test")
-    return bytes(message.encode(header=True, framed=False))
+    message.with_header(correlation_id=7, client_id="test")
+    decoded = message_class.decode(bytes(message.encode(header=True)), version=version, header=True)
+    return message_class.API_KEY, version, lambda: message_to_body(decoded, version)
 
 
 def answer(step: Any, message_class: Any, version: int) -> Any:
+    """The reply as the client reads it: the body encoded as a response at the request's version and decoded."""
     assert isinstance(step, Reply)
-    return message_class.decode(step.response[4:], version=version, header=True)
+    encoded = encode_response(body_to_message(message_class, version, step.body), 7)
+    return message_class.decode(encoded[4:], version=version, header=True)
 
 
 def session(enabled: list[str] = ALL) -> SaslServerSession:
@@ -42,19 +48,19 @@ def session(enabled: list[str] = ALL) -> SaslServerSession:
 
 
 def handshake(server: SaslServerSession, mechanism: str) -> Reply:
-    step = server.receive(payload(SaslHandshakeRequest, 1, mechanism=mechanism))
+    step = server.receive(*payload(SaslHandshakeRequest, 1, mechanism=mechanism))
     assert isinstance(step, Reply)
     return step
 
 
 def authenticate(server: SaslServerSession, token: bytes, version: int = 2) -> Any:
-    return server.receive(payload(SaslAuthenticateRequest, version, auth_bytes=token))
+    return server.receive(*payload(SaslAuthenticateRequest, version, auth_bytes=token))
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_scram_login_succeeds_and_the_server_proves_it_knows_the_key(mechanism: str) -> None:
     server = session()
-    assert isinstance(server.receive(payload(api_versions.ApiVersionsRequest, 3, client_software_name="t",
+    assert isinstance(server.receive(*payload(api_versions.ApiVersionsRequest, 3, client_software_name="t",
                                              client_software_version="1")), PassOn)
     assert answer(handshake(server, mechanism), SaslHandshakeResponse, 1).error_code == 0
     client = scramp.ScramClient([mechanism], "alice", "a-pw")
@@ -68,7 +74,7 @@ def test_scram_login_succeeds_and_the_server_proves_it_knows_the_key(mechanism: 
     client.set_server_final(bytes(server_final.auth_bytes).decode())  # raises unless the signature is right
     assert final.login == (mechanism, True)
     assert server.authenticated and server.principal == "User:alice"
-    assert isinstance(server.receive(payload(metadata.MetadataRequest, 1, topics=[])), PassOn)
+    assert isinstance(server.receive(*payload(metadata.MetadataRequest, 1, topics=[])), PassOn)
 
 
 @pytest.mark.parametrize("user, password", [("alice", "wrong"), ("nobody", "a-pw"), ("bob", "a-pw")])
@@ -86,7 +92,7 @@ def test_scram_bad_credentials_get_kafkas_one_answer_and_close(user: str, passwo
     assert (decoded.error_code, decoded.error_message) == (58, failure_message("SCRAM-SHA-256"))
     assert failed.close and failed.login == ("SCRAM-SHA-256", False)
     assert not server.authenticated and server.principal is None
-    assert isinstance(server.receive(payload(metadata.MetadataRequest, 1, topics=[])), Refuse)
+    assert isinstance(server.receive(*payload(metadata.MetadataRequest, 1, topics=[])), Refuse)
 
 
 def test_scram_sha_512_login_needs_a_sha_512_credential() -> None:
@@ -133,7 +139,7 @@ def test_a_mechanism_not_enabled_is_refused_with_the_enabled_list_then_close() -
     payload(SaslHandshakeRequest, 0, mechanism="PLAIN"),     # v0's raw tokens are not served
 ])
 def test_requests_out_of_turn_close_without_an_answer(first: bytes) -> None:
-    assert isinstance(session().receive(first), Refuse)
+    assert isinstance(session().receive(*first), Refuse)
 
 
 def test_after_login_sasl_requests_are_illegal_state_and_nothing_closes() -> None:

@@ -1,4 +1,4 @@
-"""SASL authentication of one client connection, sans I/O: request payloads in, steps out.
+"""SASL authentication of one client connection, sans I/O: requests (API, version, body) in, steps out.
 
 Theory of operation (Kafka's `SaslServerAuthenticator` with SaslHandshake v1, PROTOCOL.md section 11). A
 connection on a SASL listener starts unauthenticated; until it is authenticated only ApiVersions (passed on, so
@@ -15,21 +15,16 @@ ILLEGAL_SASL_STATE as `KafkaApis` does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import base64
+import binascii
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final, Protocol
 
 import scramp
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.sasl import (
-    SaslAuthenticateRequest,
-    SaslAuthenticateResponse,
-    SaslHandshakeRequest,
-    SaslHandshakeResponse,
-)
 
-from ..codec import decode_request, encode_response, peek_header
 from .credentials import ScramMechanism, Users, password_matches
 
 PLAIN: Final = "PLAIN"
@@ -57,10 +52,11 @@ class PassOn:
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """Answer the request with `response` (a framed Kafka response); then close the connection if `close`.
-    `login` tells a finished login attempt: (mechanism, succeeded)."""
+    """Answer the request with `body` (the response body at the request's version, byte fields base64 as in
+    the codec's bodies); then close the connection if `close`. `login` tells a finished login attempt:
+    (mechanism, succeeded)."""
 
-    response: bytes
+    body: dict[str, Any]
     close: bool = False
     login: tuple[str, bool] | None = None
 
@@ -178,72 +174,66 @@ class SaslServerSession:
     def authenticated(self) -> bool:
         return self._state is _State.AUTHENTICATED
 
-    def receive(self, payload: bytes) -> SaslStep:
-        """What to do with one request (its payload: header and body, without the size prefix)."""
-        header = peek_header(payload)
+    def receive(self, api_key: int, version: int, body: Callable[[], Mapping[str, Any]]) -> SaslStep:
+        """What to do with one request; `body()` decodes its body (only SASL requests are decoded here)."""
         if self._state is _State.AUTHENTICATED:
-            if header.api_key in (ApiKey.SaslHandshake, ApiKey.SaslAuthenticate):
-                return self._illegal_state(header.api_key, header.api_version, header.correlation_id)
+            if api_key in SASL_VERSIONS:
+                return self._illegal_state(api_key, version)
             return PassOn()
         if self._state is _State.FAILED:
             return Refuse("authentication already failed")
-        if header.api_key == ApiKey.ApiVersions and self._state is _State.HANDSHAKE:
+        if api_key == ApiKey.ApiVersions and self._state is _State.HANDSHAKE:
             return PassOn()
-        if header.api_key == ApiKey.SaslHandshake and self._state is _State.HANDSHAKE and header.api_version == 1:
-            request = decode_request(SaslHandshakeRequest, payload, 1)
-            return self._handshake(str(request.mechanism), header.correlation_id)
-        if header.api_key == ApiKey.SaslAuthenticate and self._state is _State.AUTHENTICATE \
-                and 0 <= header.api_version <= 2:
-            request = decode_request(SaslAuthenticateRequest, payload, header.api_version)
-            return self._authenticate(bytes(request.auth_bytes), header.api_version, header.correlation_id)
-        refusal = Refuse(f"API key {header.api_key} v{header.api_version} while {self._state.value}")
+        if api_key == ApiKey.SaslHandshake and self._state is _State.HANDSHAKE and version == 1:
+            return self._handshake(str(body()["mechanism"]))
+        if api_key == ApiKey.SaslAuthenticate and self._state is _State.AUTHENTICATE and 0 <= version <= 2:
+            return self._authenticate(_token(body()["auth_bytes"]))
+        refusal = Refuse(f"API key {api_key} v{version} while {self._state.value}")
         self._state = _State.FAILED
         return refusal
 
-    def _handshake(self, mechanism: str, correlation_id: int) -> SaslStep:
+    def _handshake(self, mechanism: str) -> SaslStep:
         enabled = mechanism in self.enabled
-        response = _encode(SaslHandshakeResponse, 1, correlation_id, {
-            "error_code": 0 if enabled else UNSUPPORTED_SASL_MECHANISM, "mechanisms": self.enabled})
+        body = {"error_code": 0 if enabled else UNSUPPORTED_SASL_MECHANISM, "mechanisms": list(self.enabled)}
         if not enabled:
             self._state = _State.FAILED
-            return Reply(response, close=True)
+            return Reply(body, close=True)
         self._mechanism = mechanism
         self._exchange = _exchange(mechanism, self._users())
         self._state = _State.AUTHENTICATE
-        return Reply(response)
+        return Reply(body)
 
-    def _authenticate(self, token: bytes, version: int, correlation_id: int) -> SaslStep:
+    def _authenticate(self, token: bytes | None) -> SaslStep:
         assert self._exchange is not None
         try:
+            if token is None:
+                raise LoginFailed("auth_bytes is not base64")
             answer = self._exchange.step(token)
         except LoginFailed:
             self._state = _State.FAILED
-            return Reply(_encode(SaslAuthenticateResponse, version, correlation_id, {
-                "error_code": SASL_AUTHENTICATION_FAILED, "error_message": failure_message(self._mechanism),
-                "auth_bytes": b""}), close=True, login=(self._mechanism, False))
+            return Reply({"error_code": SASL_AUTHENTICATION_FAILED, "error_message": failure_message(self._mechanism),
+                          "auth_bytes": "", "session_lifetime_ms": 0}, close=True, login=(self._mechanism, False))
         login = None
         if self._exchange.complete:
             self._state = _State.AUTHENTICATED
             self.principal = f"User:{self._exchange.username}"
             login = (self._mechanism, True)
-        return Reply(_encode(SaslAuthenticateResponse, version, correlation_id, {
-            "error_code": 0, "auth_bytes": answer or b"", "session_lifetime_ms": 0}), login=login)
+        return Reply({"error_code": 0, "error_message": None, "auth_bytes": base64.b64encode(answer or b"").decode(),
+                      "session_lifetime_ms": 0}, login=login)
 
     @staticmethod
-    def _illegal_state(api_key: int, version: int, correlation_id: int) -> SaslStep:
+    def _illegal_state(api_key: int, version: int) -> SaslStep:
+        if not SASL_VERSIONS[api_key][0] <= version <= SASL_VERSIONS[api_key][1]:
+            return Refuse(f"API key {api_key} v{version} is not served")
         if api_key == ApiKey.SaslHandshake:
-            if not 0 <= version <= 1:
-                return Refuse(f"SaslHandshake v{version} is not served")
-            return Reply(_encode(SaslHandshakeResponse, version, correlation_id,
-                                 {"error_code": ILLEGAL_SASL_STATE, "mechanisms": []}))
-        if not 0 <= version <= 2:
-            return Refuse(f"SaslAuthenticate v{version} is not served")
-        return Reply(_encode(SaslAuthenticateResponse, version, correlation_id, {
-            "error_code": ILLEGAL_SASL_STATE, "auth_bytes": b"",
-            "error_message": "SaslAuthenticate request received after successful authentication"}))
+            return Reply({"error_code": ILLEGAL_SASL_STATE, "mechanisms": []})
+        return Reply({"error_code": ILLEGAL_SASL_STATE, "auth_bytes": "", "session_lifetime_ms": 0,
+                      "error_message": "SaslAuthenticate request received after successful authentication"})
 
 
-def _encode(message_class: Any, version: int, correlation_id: int, fields: dict[str, Any]) -> bytes:
-    return encode_response(message_class[version](**fields), correlation_id)
-
-
+def _token(value: Any) -> bytes | None:
+    """SaslAuthenticate's auth_bytes as the codec's bodies carry them (base64); None when they are not."""
+    try:
+        return base64.b64decode(value, validate=True) if isinstance(value, str) else None
+    except binascii.Error:
+        return None
