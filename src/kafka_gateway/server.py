@@ -3,7 +3,8 @@
 It only moves bytes and answers: a client's bytes go to `Gateway.receive`, the upstream's to
 `receive_upstream`, the coordinator's answers to `receive_answers`, and a timer calls `expire`; the
 actions that come back are carried out here. Each client connection has its own upstream connection,
-opened on its first proxied request, so the upstream answers it in order. Any failure while serving one
+opened on its first proxied request to the upstream node its port stands for (the bootstrap port's: a
+bootstrap server), so the upstream answers it in order. Any failure while serving one
 connection closes that connection, with a log line, and nothing else.
 """
 
@@ -17,8 +18,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .chain import Port
 from .coordinators import Coordinator
 from .gateway import Action, CloseClient, Gateway, ToClient, ToCoordinator, ToUpstream
+from .port_mapping import UpstreamDirectory
 
 log = logging.getLogger(__name__)
 READ_BYTES = 65536
@@ -36,6 +39,7 @@ class _Session:
     id: int
     peer: str
     writer: asyncio.StreamWriter
+    node_id: int | None  # the upstream node of the connection's port; None: the bootstrap port
     upstream_writer: asyncio.StreamWriter | None = None
     upstream_pending: list[bytes] = field(default_factory=list)
     upstream_task: asyncio.Task[None] | None = None
@@ -45,7 +49,7 @@ class _Session:
 class GatewayServer:
     """Serves one `Gateway` on a listening socket until `stop`."""
 
-    def __init__(self, gateway: Gateway, coordinator: Coordinator, upstream: tuple[str, int],
+    def __init__(self, gateway: Gateway, coordinator: Coordinator, upstream: UpstreamDirectory,
                  clock_ms: Callable[[], int] = wall_clock_ms, status_interval_s: float = 10.0,
                  idle_timeout_s: float = 600.0) -> None:
         self.gateway = gateway
@@ -57,22 +61,22 @@ class GatewayServer:
         self._sessions: dict[int, _Session] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._timer_wakeup = asyncio.Event()
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
         self.crashes = 0
 
-    async def start(self, server: asyncio.Server | None = None) -> None:
-        """Starts the coordinator, the timer and the status line; serves `server`'s connections (created
-        with `client_connected` as its callback)."""
+    async def start(self, servers: list[asyncio.Server] | None = None) -> None:
+        """Starts the coordinator, the timer and the status line; serves the connections of `servers`
+        (created with `client_connected` as their callback)."""
         await self.coordinator.start(self._on_answers)
-        self._server = server
+        self._servers = list(servers or [])
         self._spawn(self._timer(), "gateway-timer")
         if self.status_interval_s > 0:
             self._spawn(self._status(), "gateway-status")
 
     async def stop(self) -> None:
         """Stops accepting, closes every connection, stops the coordinator."""
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for session in list(self._sessions.values()):
             self._close(session, "gateway shutting down")
         for task in list(self._tasks):
@@ -93,10 +97,13 @@ class GatewayServer:
 
     # ---- client connections ----------------------------------------------------------------------------
 
-    async def client_connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def client_connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                               port: Port | None = None) -> None:
+        """Serves one client connection that came in on `port` (default: the gateway's bootstrap port)."""
         peer = writer.get_extra_info("peername")
         host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
-        session = _Session(self.gateway.open(host), host, writer)
+        port = port or self.gateway.port
+        session = _Session(self.gateway.open(host, port), host, writer, port.node_id)
         self._sessions[session.id] = session
         try:
             while not session.closed:
@@ -160,9 +167,14 @@ class GatewayServer:
 
     async def _upstream(self, session: _Session) -> None:
         reason = "closed by the upstream broker"
+        address = self.upstream.address(session.node_id)
+        if address is None:
+            self._perform(self.gateway.upstream_closed(
+                session.id, f"node {session.node_id} is not in the upstream's latest metadata"))
+            return
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(*self.upstream, limit=UPSTREAM_READ_BYTES), 10)
+                asyncio.open_connection(*address, limit=UPSTREAM_READ_BYTES), 10)
             session.upstream_writer = writer
             writer.write(b"".join(session.upstream_pending))
             session.upstream_pending.clear()
