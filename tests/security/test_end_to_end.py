@@ -4,6 +4,7 @@ Kafka broker applies them, including an ACL added while the gateway runs. Every 
 
 from __future__ import annotations
 
+import os
 import socket
 import ssl
 import time
@@ -27,6 +28,7 @@ from kafka.protocol.sasl import (
 
 from coordinator_job.broker import create_topics
 from kafka_gateway.frames import FrameSplitter
+from kafka_gateway.properties import environment_name, setting
 from kafka_gateway.runner import BackgroundGateway, GatewayOptions, ListenerOptions, host_port
 from kafka_gateway.security.acl import (
     AccessControlEntry,
@@ -41,7 +43,7 @@ from kafka_gateway.security.acl import (
 )
 from kafka_gateway.security.credentials import ScramMechanism, Users, make_credential, write_users
 from kafka_gateway.security.sasl_server import failure_message
-from kafka_gateway.security.settings import AccessSettings, listener_security
+from kafka_gateway.security.settings import AccessSettings, listener_security, upstream_security
 from kafka_gateway.security.units import Security
 
 pytestmark = pytest.mark.kafka
@@ -259,3 +261,28 @@ def _eventually(condition: Callable[[], bool], timeout_s: float) -> None:
         if condition():
             return
     raise AssertionError("the condition did not hold in time")
+
+
+def test_a_gateway_reaches_a_sasl_ssl_upstream_with_service_credentials_from_the_environment(
+        secured: Secured, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second gateway whose upstream is the first one's SASL_SSL listener: it verifies the upstream's
+    certificate, logs in as the service user (a super user there) with the password from the environment, and
+    its own plaintext clients consume through it."""
+    properties = {"upstream.security.protocol": "SASL_SSL", "upstream.sasl.mechanism": "SCRAM-SHA-512",
+                  "upstream.ssl.truststore.location": secured.ca_file}
+    monkeypatch.setenv(environment_name("upstream.sasl.jaas.config"),
+                       'org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" '
+                       f'password="{PASSWORDS["admin"]}";')
+    upstream = upstream_security(lambda key: setting(properties, os.environ, key))
+    options = GatewayOptions(listen=("127.0.0.1", 0), upstream=host_port(secured.gateway.address), engine="local",
+                             settings=ENGINE, status_interval_s=0, upstream_security=upstream)
+    producer = KafkaProducer(bootstrap_servers=secured.kafka_bootstrap)
+    producer.send(secured.topic, b"through two gateways", partition=1).get(10)
+    producer.close()
+    with BackgroundGateway(options) as outer:
+        consumer = KafkaConsumer(secured.topic, bootstrap_servers=outer.address, group_id="outer-group",
+                                 auto_offset_reset="earliest", consumer_timeout_ms=15_000)
+        try:
+            assert b"through two gateways" in [record.value for record in consumer]
+        finally:
+            consumer.close()
