@@ -19,13 +19,13 @@ in snake_case and enum names.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any, Final
+
+from .reload import write_atomically
 
 WILDCARD: Final = "*"
 WILDCARD_PRINCIPAL: Final = "User:*"
@@ -232,18 +232,8 @@ def read_acls(path: Path) -> list[AclBinding]:
 
 
 def write_acls(path: Path, bindings: Iterable[AclBinding]) -> None:
-    """Writes the ACL file atomically (a temporary file renamed over it)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.writelines(json.dumps(binding.to_json()) + "\n" for binding in bindings)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    """Writes the ACL file atomically."""
+    write_atomically(path, "".join(json.dumps(binding.to_json()) + "\n" for binding in bindings))
 
 
 def format_listing(bindings: Iterable[AclBinding]) -> str:

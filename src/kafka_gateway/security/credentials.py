@@ -17,12 +17,13 @@ import binascii
 import hashlib
 import hmac
 import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Final
+
+from .reload import write_atomically
 
 # Kafka's ScramMechanism: 4096 is RFC 7677's minimum, 16384 the most Kafka accepts.
 MIN_ITERATIONS: Final = 4096
@@ -183,16 +184,5 @@ def read_users(path: Path) -> Users:
 
 
 def write_users(path: Path, users: Users) -> None:
-    """Writes the users file atomically (a temporary file renamed over it), readable by its owner only."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            os.fchmod(out.fileno(), 0o600)
-            out.write(users.dump())
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    """Writes the users file atomically, readable by its owner only."""
+    write_atomically(path, users.dump())

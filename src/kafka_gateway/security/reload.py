@@ -1,14 +1,16 @@
-"""A file the gateway re-reads when it changes (the users file, the ACL file).
+"""A file the gateway re-reads when it changes (the users file, the ACL file), and how such a file is written.
 
 `check()` is called every `coordinator.gateway.reload.interval.ms`: when the file's modification time, size or
 inode differ from the last read, it is read again; a file that no longer reads (bad line, unreadable) keeps the
-last good content and logs why, so a half-edited file never locks everyone out or lets everyone in.
+last good content and logs why, so a half-edited file never locks everyone out or lets everyone in. The commands
+that change these files write them atomically, so a gateway never reads half of one.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -48,3 +50,19 @@ class WatchedFile(Generic[T]):
             return False
         log.info("%s re-read", self.path)
         return True
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Writes `path` as a temporary file (readable by its owner only) renamed over it, so that a reader sees the
+    old content or the new, never a mix."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # mode 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
