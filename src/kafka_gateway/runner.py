@@ -25,12 +25,14 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
+from coordinator_state.envelope import INT32_MAX
+
 from .apis import request_class, response_class
 from .chain import ConnectionContext, Port, Unit, UnitFactory
 from .codec import decode_response
 from .coordinators import Coordinator, LocalEngine, TopicEngine
 from .frames import FrameSplitter
-from .gateway import Gateway, Limits
+from .gateway import AnswerObserver, Gateway, Limits
 from .port_mapping import PortMapping, PortScheme, UpstreamDirectory
 from .security.sasl_client import UpstreamSecurity, open_upstream
 from .security.units import Security
@@ -60,13 +62,15 @@ def host_ports(text: str) -> list[tuple[str, int]]:
 class ListenerOptions:
     """One listener: its name, its bootstrap address, the host its answers advertise, its first broker port
     (None: the bootstrap port + 1) and the units its connections get before port mapping (authentication,
-    authorization: each a factory of one connection's unit)."""
+    authorization: each a factory of one connection's unit). An `advertised_port` (the bootstrap port as
+    clients reach it, behind a port mapping) shifts the advertised broker ports alike."""
 
     listen: tuple[str, int]
     name: str = "PLAINTEXT"
     advertised_host: str | None = None
     broker_port_start: int | None = None
     units: Sequence[UnitFactory] = ()
+    advertised_port: int | None = None
     tls: ssl.SSLContext | None = None  # SSL and SASL_SSL listeners
 
 
@@ -83,6 +87,7 @@ class GatewayOptions:
     limits: Limits = field(default_factory=Limits)
     settings: Mapping[str, Any] = field(default_factory=dict)
     status_interval_s: float = 10.0
+    on_answer: AnswerObserver | None = None  # called on the gateway's loop with every answered group request
     broker_port_start: int | None = None
     broker_id_lowest: int | None = None
     broker_ports: int | None = None
@@ -115,7 +120,7 @@ async def _call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, api_
     message = request_class(api_key)[version](**body)
     message.with_header(correlation_id=correlation_id, client_id=PROBE_CLIENT_ID)
     writer.write(bytes(message.encode(header=True, framed=True)))
-    splitter = FrameSplitter(2**31 - 1)
+    splitter = FrameSplitter(INT32_MAX)  # a frame's size is an int32
     while True:
         data = await reader.read(65536)
         if not data:
@@ -166,7 +171,7 @@ class Listening:
     """Where a started listener accepts clients."""
 
     name: str
-    host: str  # as advertised
+    host: str  # where it listens (its answers advertise `scheme.host`)
     bootstrap_port: int
     scheme: PortScheme
 
@@ -229,16 +234,17 @@ async def serve(options: GatewayOptions, stop: asyncio.Event,
         for listener in options.all_listeners():
             sockets, bootstrap_port, start = _bind_listener(listener, node_ids)
             host = listener.advertised_host or listener.listen[0]
-            scheme = PortScheme(host, bootstrap_port, start, lowest, count)
+            shift = 0 if listener.advertised_port is None else listener.advertised_port - bootstrap_port
+            scheme = PortScheme(host, bootstrap_port + shift, start + shift, lowest, count)
             units = [*listener.units, _port_mapping(scheme, directory)]
             ports += [(sock, Port(listener.name, node_id, units), listener.tls)
                       for sock, node_id in zip(sockets, (None, *node_ids), strict=True)]
-            listening.append(Listening(listener.name, host, bootstrap_port, scheme))
+            listening.append(Listening(listener.name, listener.listen[0], bootstrap_port, scheme))
     except OSError:
         for sock, _, _ in ports:
             sock.close()
         raise
-    gateway = Gateway(ports[0][1], upstream.versions, reply_to, options.limits)
+    gateway = Gateway(ports[0][1], upstream.versions, reply_to, options.limits, options.on_answer)
     server = GatewayServer(gateway, _coordinator(options, reply_to), directory,
                            status_interval_s=options.status_interval_s, upstream_security=options.upstream_security,
                            security=options.security)
@@ -248,10 +254,10 @@ async def serve(options: GatewayOptions, stop: asyncio.Event,
     try:
         await server.start(servers)
         for where in listening:
-            log.info("gateway listener %s on %s (nodes %d..%d on ports %d..%d) for upstream %s, engine %s, "
-                     "reply_to %s", where.name, where.address, lowest, lowest + count - 1, where.scheme.start,
-                     where.scheme.start + count - 1, ",".join(f"{h}:{p}" for h, p in options.bootstrap_servers),
-                     options.engine, reply_to)
+            log.info("gateway listener %s on %s (nodes %d..%d advertised at %s ports %d..%d) for upstream %s, "
+                     "engine %s, reply_to %s", where.name, where.address, lowest, lowest + count - 1,
+                     where.scheme.host, where.scheme.start, where.scheme.start + count - 1,
+                     ",".join(f"{h}:{p}" for h, p in options.bootstrap_servers), options.engine, reply_to)
         if on_ready is not None:
             on_ready(server, listening)
         await stop.wait()
@@ -333,11 +339,12 @@ class BackgroundGateway:
         self.stop()
 
 
-def loopback_gateway(bootstrap_servers: str, engine: str, settings: Mapping[str, Any]) -> BackgroundGateway:
+def loopback_gateway(bootstrap_servers: str, engine: str, settings: Mapping[str, Any],
+                     on_answer: AnswerObserver | None = None) -> BackgroundGateway:
     """A gateway (not started yet) on free loopback ports in front of `bootstrap_servers` (a port for each of
     its node ids), without status lines: what tests, demos, chaos runs and benches put between their
-    consumer processes and a coordinator.
-    `engine` is "local" (an in-process engine configured by `settings`) or "topics" (the job `settings`
-    describe)."""
+    consumer processes and a coordinator. `engine` is "local" (an in-process engine configured by
+    `settings`) or "topics" (the job `settings` describe); `on_answer` watches what the gateway answers."""
     return BackgroundGateway(GatewayOptions(listen=("127.0.0.1", 0), upstream=host_ports(bootstrap_servers),
-                                            engine=engine, settings=settings, status_interval_s=0))
+                                            engine=engine, settings=settings, status_interval_s=0,
+                                            on_answer=on_answer))

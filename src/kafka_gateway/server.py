@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,6 +70,7 @@ class GatewayServer:
         self._timer_wakeup = asyncio.Event()
         self._servers: list[asyncio.Server] = []
         self.crashes = 0
+        self.upstream_opened: Counter[tuple[str, int]] = Counter()  # upstream connections, per address
 
     async def start(self, servers: list[asyncio.Server] | None = None) -> None:
         """Starts the coordinator, the timer and the status line; serves the connections of `servers`
@@ -184,6 +186,7 @@ class GatewayServer:
             return
         try:
             reader, writer = await open_upstream(*address, self.upstream_security, limit=UPSTREAM_READ_BYTES)
+            self.upstream_opened[address] += 1
             session.upstream_writer = writer
             writer.write(b"".join(session.upstream_pending))
             session.upstream_pending.clear()

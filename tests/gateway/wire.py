@@ -12,7 +12,16 @@ from kafka_gateway.apis import request_class, response_class
 from kafka_gateway.chain import ConnectionContext, Port, Unit
 from kafka_gateway.codec import body_to_message, message_to_body
 from kafka_gateway.frames import FrameSplitter
-from kafka_gateway.gateway import Action, CloseClient, Gateway, Limits, ToClient, ToCoordinator, ToUpstream
+from kafka_gateway.gateway import (
+    Action,
+    AnswerObserver,
+    CloseClient,
+    Gateway,
+    Limits,
+    ToClient,
+    ToCoordinator,
+    ToUpstream,
+)
 from kafka_gateway.port_mapping import PortMapping, PortScheme, UpstreamDirectory
 
 # A gateway whose bootstrap port is 19092, in front of an upstream of nodes 1, 2 and 3 (ports 19093-19095).
@@ -42,9 +51,10 @@ def port(node_id: int | None, directory: UpstreamDirectory | None = None) -> Por
     return Port("PLAINTEXT", node_id, [port_mapping])
 
 
-def make_gateway(limits: Limits | None = None, directory: UpstreamDirectory | None = None) -> Gateway:
+def make_gateway(limits: Limits | None = None, on_answer: AnswerObserver | None = None,
+                 directory: UpstreamDirectory | None = None) -> Gateway:
     """A gateway whose connections open on its bootstrap port unless they name another."""
-    return Gateway(port(None, directory), UPSTREAM_VERSIONS, REPLY_TO, limits)
+    return Gateway(port(None, directory), UPSTREAM_VERSIONS, REPLY_TO, limits, on_answer)
 
 
 def request(api_key: ApiKey, version: int, correlation_id: int, body: dict[str, Any],
