@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import trustme
 
+from kafka_gateway.chain import ConnectionContext
 from kafka_gateway.security.settings import access_settings, listener_security, protocol_map, upstream_security
+from kafka_gateway.security.units import AclAuthorization, SaslAuthentication, gateway_security
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +99,23 @@ def test_access_settings(pems: dict[str, str]) -> None:
         access_settings(lookup({"coordinator.gateway.acl.file": "/no/acls"}), sasl_listeners=False)
     with pytest.raises(ValueError, match=r"reload.interval.ms"):
         access_settings(lookup({"coordinator.gateway.reload.interval.ms": "soon"}), sasl_listeners=False)
+
+
+def test_gateway_security_gives_each_listener_its_units(pems: dict[str, str]) -> None:
+    settings = {"listener.security.protocol.map": "EXTERNAL:SASL_SSL,INTERNAL:PLAINTEXT",
+                "ssl.keystore.location": pems["keystore.pem"], "coordinator.gateway.users.file": pems["users"],
+                "coordinator.gateway.acl.file": pems["acls"]}
+    configured = gateway_security(lookup(settings), ["EXTERNAL", "INTERNAL"])
+    context = ConnectionContext(1, "127.0.0.1", "EXTERNAL", None)
+    assert [type(make(context)) for make in configured.units("EXTERNAL")] == [SaslAuthentication, AclAuthorization]
+    assert [type(make(context)) for make in configured.units("INTERNAL")] == [AclAuthorization]
+    assert configured.tls("EXTERNAL") is not None and configured.tls("INTERNAL") is None
+    plain = gateway_security(lookup({}), ["PLAINTEXT"])
+    assert plain.security is None and plain.units("PLAINTEXT") == []
+
+
+def test_a_bad_users_file_stops_the_gateway_before_it_listens(tmp_path: Path) -> None:
+    bad = tmp_path / "users"
+    bad.write_text("alice SCRAM-SHA-256 nonsense\n")
+    with pytest.raises(ValueError, match="users file line 1"):
+        gateway_security(lookup({"coordinator.gateway.users.file": str(bad)}), ["PLAINTEXT"])

@@ -10,8 +10,9 @@ calls every `coordinator.gateway.reload.interval.ms`) and the counts the metrics
 
 from __future__ import annotations
 
+import ssl
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
@@ -23,8 +24,9 @@ from .acl import Authorizer, Operation, ResourceType, read_acls
 from .authorization import VERSION_CAPS, Authorization
 from .credentials import Users, read_users
 from .reload import WatchedFile
+from .sasl_client import UpstreamSecurity
 from .sasl_server import SASL_VERSIONS, PassOn, Refuse, SaslServerSession
-from .settings import AccessSettings, ListenerSecurity
+from .settings import AccessSettings, ListenerSecurity, Lookup, access_settings, listener_security, upstream_security
 
 # A connection holds at most this many forwarded requests whose answers await a merge (Kafka's clients pipeline
 # a handful; the gateway's own bound on queued requests is larger, so this never refuses a well-behaved client).
@@ -151,3 +153,31 @@ class AclAuthorization(Unit):
     def on_response(self, request: Request, body: dict[str, Any]) -> dict[str, Any]:
         pending = self._pending.pop(request.header.correlation_id, None)
         return self._authorization().complete_answer(request.api_key, request.version, body, pending)
+
+
+@dataclass(frozen=True)
+class GatewaySecurity:
+    """Everything security adds to a configured gateway: each listener's TLS context and units, the upstream
+    connection's TLS and login, and the files re-read while it runs (None when nothing reads them)."""
+
+    listeners: Mapping[str, ListenerSecurity]
+    upstream: UpstreamSecurity
+    security: Security | None
+
+    def units(self, listener: str) -> list[UnitFactory]:
+        return [] if self.security is None else self.security.units(self.listeners[listener])
+
+    def tls(self, listener: str) -> ssl.SSLContext | None:
+        return self.listeners[listener].tls
+
+
+def gateway_security(lookup: Lookup, listener_names: Sequence[str]) -> GatewaySecurity:
+    """Reads the security keys for these listeners and loads the users and ACL files; ValueError naming the key
+    (or the file) at fault."""
+    listeners = {name: listener_security(name, lookup) for name in listener_names}
+    access = access_settings(lookup, sasl_listeners=any(listener.sasl for listener in listeners.values()))
+    try:
+        security = Security.load(access) if access.users_file or access.acl_file else None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"coordinator.gateway.users.file / acl.file: {exc}") from None
+    return GatewaySecurity(listeners, upstream_security(lookup), security)
