@@ -1,7 +1,8 @@
 """`coordinator`: the command line of the Spark group coordinator.
 
 Subcommands: run (the streaming job), broker (the embedded Kafka-compatible broker), replay, diff,
-record, groups (list, describe and remove members, like kafka-consumer-groups.sh), chaos, bench, gateway.
+record, groups (list, describe and remove members, like kafka-consumer-groups.sh), chaos, bench, gateway,
+users and acls (the gateway's SASL users and ACLs, like kafka-configs.sh and kafka-acls.sh).
 Each is a thin shell over a module; `coordinator SUBCOMMAND --help` explains it.
 """
 
@@ -339,6 +340,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     chaos_harness.real_chaos.add_arguments(chaos)
     chaos.set_defaults(handler=lambda args: chaos_harness.real_chaos.main(args) if args.clients else chaos_main(args))
+
+    from .security import acls_main, add_acls_arguments, add_users_arguments, users_main
+
+    users = commands.add_parser(
+        "users", help="add, remove and list the gateway's SASL users (like kafka-configs.sh for SCRAM)",
+        description="Manages the gateway's users file: salted SCRAM credentials in Kafka's storage format, "
+                    "never a password. A running gateway re-reads the file when it changes.")
+    add_users_arguments(users)
+    users.set_defaults(handler=users_main)
+
+    acls = commands.add_parser(
+        "acls", help="add, remove and list the gateway's ACLs (like kafka-acls.sh)",
+        description="Manages the gateway's ACL file (JSON lines, Kafka's bindings) and prints what "
+                    "kafka-acls.sh --list prints. A running gateway re-reads the file when it changes.")
+    add_acls_arguments(acls)
+    acls.set_defaults(handler=acls_main)
 
     gateway = commands.add_parser("gateway", help="let unmodified Kafka clients use this coordinator",
                                   description=kafka_gateway.cli.DESCRIPTION)

@@ -20,11 +20,18 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from kafka.protocol.admin import cluster, groups
+from kafka.protocol.admin import cluster, groups, topics
 from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import fetch, offsets
 from kafka.protocol.consumer import group as consumer_group
 from kafka.protocol.metadata import api_versions, find_coordinator, metadata
 from kafka.protocol.producer import produce
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 from coordinator_state import SUPPORTED_VERSIONS
 
@@ -62,6 +69,14 @@ MESSAGE_CLASSES: Final[dict[ApiKey, tuple[Any, Any]]] = {
     ApiKey.OffsetFetch: (consumer_group.OffsetFetchRequest, consumer_group.OffsetFetchResponse),
     ApiKey.DescribeGroups: (groups.DescribeGroupsRequest, groups.DescribeGroupsResponse),
     ApiKey.ListGroups: (groups.ListGroupsRequest, groups.ListGroupsResponse),
+    # Read by the security units: the SASL login, and the APIs authorized per topic.
+    ApiKey.SaslHandshake: (SaslHandshakeRequest, SaslHandshakeResponse),
+    ApiKey.SaslAuthenticate: (SaslAuthenticateRequest, SaslAuthenticateResponse),
+    ApiKey.Fetch: (fetch.FetchRequest, fetch.FetchResponse),
+    ApiKey.ListOffsets: (offsets.ListOffsetsRequest, offsets.ListOffsetsResponse),
+    ApiKey.OffsetForLeaderEpoch: (offsets.OffsetForLeaderEpochRequest, offsets.OffsetForLeaderEpochResponse),
+    ApiKey.CreateTopics: (topics.CreateTopicsRequest, topics.CreateTopicsResponse),
+    ApiKey.DeleteTopics: (topics.DeleteTopicsRequest, topics.DeleteTopicsResponse),
 }
 
 

@@ -108,6 +108,12 @@ class Unit:
     def on_request(self, request: Request) -> Request | Answer:
         return request
 
+    def wants_response(self, request: Request) -> bool:
+        """Whether the unit must see the answer to `request` (as it passed it on): by default, the answers of
+        the APIs in `response_apis`. A unit that rewrites only some answers says which, so that the others
+        pass through undecoded."""
+        return request.api_key in self.response_apis
+
     def on_response(self, request: Request, body: dict[str, Any]) -> dict[str, Any]:
         """`request` is the request as this unit passed it on."""
         return body
@@ -150,7 +156,7 @@ class Chain:
             outcome = _guarded(unit, unit.on_request, request)
             if isinstance(outcome, Answer):
                 return outcome, trail
-            if request.api_key in unit.response_apis:
+            if unit.wants_response(outcome):
                 trail.steps.append((unit, outcome))
             request = outcome
         return request, trail

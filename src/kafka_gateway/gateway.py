@@ -36,7 +36,7 @@ from coordinator_state.envelope import BODY, INT32_MAX, request_envelope, respon
 
 from .api_versions import VersionTable, advertised_versions, api_versions_answer
 from .apis import GROUP_APIS, request_class, response_class
-from .chain import Answer, Chain, ConnectionContext, Port, Request, Trail, UnitFailed
+from .chain import ANONYMOUS, Answer, Chain, ConnectionContext, Port, Request, Trail, UnitFailed
 from .codec import (
     body_to_message,
     decode_request,
@@ -204,12 +204,13 @@ class Gateway:
 
     # ---- events from the shell -------------------------------------------------------------------------
 
-    def open(self, client_host: str, port: Port | None = None) -> int:
-        """A client connected from `client_host` (its address) to `port` (default: the gateway's); returns
-        the connection's id."""
+    def open(self, client_host: str, port: Port | None = None, principal: str = ANONYMOUS) -> int:
+        """A client connected from `client_host` (its address) to `port` (default: the gateway's), as
+        `principal` (a TLS client certificate's; else anonymous until a unit authenticates it); returns the
+        connection's id."""
         port = port or self.port
         self._next_connection += 1
-        context = ConnectionContext(self._next_connection, client_host, port.listener, port.node_id)
+        context = ConnectionContext(self._next_connection, client_host, port.listener, port.node_id, principal)
         chain = Chain([make(context) for make in port.units])
         kinds = tuple(type(unit) for unit in chain.units)
         versions = self._version_tables.get(kinds)

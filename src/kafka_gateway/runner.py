@@ -15,6 +15,7 @@ import errno
 import functools
 import logging
 import socket
+import ssl
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
@@ -34,6 +35,8 @@ from .frames import FrameSplitter
 from .gateway import AnswerObserver, Gateway, Limits
 from .listeners import parse_host_port
 from .port_mapping import PortMapping, PortScheme, UpstreamDirectory
+from .security.sasl_client import UpstreamSecurity, open_upstream
+from .security.units import Security
 from .server import GatewayServer, wall_clock_ms
 
 log = logging.getLogger(__name__)
@@ -63,6 +66,7 @@ class ListenerOptions:
     broker_port_start: int | None = None
     units: Sequence[UnitFactory] = ()
     advertised_port: int | None = None
+    tls: ssl.SSLContext | None = None  # SSL and SASL_SSL listeners
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,8 @@ class GatewayOptions:
     broker_id_lowest: int | None = None
     broker_ports: int | None = None
     listeners: Sequence[ListenerOptions] = ()
+    upstream_security: UpstreamSecurity = field(default_factory=UpstreamSecurity)
+    security: Security | None = None  # the users and ACL files, re-read while the gateway runs
 
     @property
     def bootstrap_servers(self) -> list[tuple[str, int]]:
@@ -119,20 +125,21 @@ async def _call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, api_
             return decode_response(response_class(api_key), frames[0], version)
 
 
-async def probe_upstream(bootstrap_servers: Sequence[tuple[str, int]], timeout_s: float = 10.0) -> UpstreamInfo:
+async def probe_upstream(bootstrap_servers: Sequence[tuple[str, int]], timeout_s: float = 10.0,
+                         security: UpstreamSecurity | None = None) -> UpstreamInfo:
     """The API versions and brokers of the upstream, from the first bootstrap server that answers."""
     failures = []
     for address in bootstrap_servers:
         try:
-            return await _probe(address, timeout_s)
+            return await _probe(address, timeout_s, security or UpstreamSecurity())
         except (OSError, TimeoutError, ConnectionError) as exc:
             failures.append(f"{address[0]}:{address[1]}: {exc!r}")
     raise ConnectionError(f"no bootstrap server answered ({'; '.join(failures)})")
 
 
-async def _probe(upstream: tuple[str, int], timeout_s: float) -> UpstreamInfo:
+async def _probe(upstream: tuple[str, int], timeout_s: float, security: UpstreamSecurity) -> UpstreamInfo:
     async with asyncio.timeout(timeout_s):
-        reader, writer = await asyncio.open_connection(*upstream)
+        reader, writer = await open_upstream(*upstream, security, timeout_s=timeout_s)
         try:
             versions_answer = await _call(reader, writer, ApiKey.ApiVersions, 0, 1, {})
             if versions_answer.error_code != 0:
@@ -203,7 +210,7 @@ async def serve(options: GatewayOptions, stop: asyncio.Event,
                 on_ready: Any = None) -> GatewayServer:
     """Runs a gateway until `stop` is set; `on_ready(server, listening)` is called once it accepts clients,
     with the `Listening` of every listener."""
-    upstream = await probe_upstream(options.bootstrap_servers)
+    upstream = await probe_upstream(options.bootstrap_servers, security=options.upstream_security)
     lowest = min(upstream.nodes) if options.broker_id_lowest is None else options.broker_id_lowest
     count = max(upstream.nodes) - lowest + 1 if options.broker_ports is None else options.broker_ports
     outside = sorted(n for n in upstream.nodes if not lowest <= n < lowest + count)
@@ -216,7 +223,7 @@ async def serve(options: GatewayOptions, stop: asyncio.Event,
     directory = UpstreamDirectory(upstream.bootstrap, dict(upstream.nodes))
     node_ids = range(lowest, lowest + count)
     reply_to = f"gateway-{socket.gethostname()}-{uuid.uuid4().hex[:12]}"
-    ports: list[tuple[socket.socket, Port]] = []
+    ports: list[tuple[socket.socket, Port, ssl.SSLContext | None]] = []
     listening: list[Listening] = []
     try:
         for listener in options.all_listeners():
@@ -225,18 +232,20 @@ async def serve(options: GatewayOptions, stop: asyncio.Event,
             shift = 0 if listener.advertised_port is None else listener.advertised_port - bootstrap_port
             scheme = PortScheme(host, bootstrap_port + shift, start + shift, lowest, count)
             units = [*listener.units, _port_mapping(scheme, directory)]
-            ports += zip(sockets, [Port(listener.name, node_id, units) for node_id in (None, *node_ids)],
-                         strict=True)
+            ports += [(sock, Port(listener.name, node_id, units), listener.tls)
+                      for sock, node_id in zip(sockets, (None, *node_ids), strict=True)]
             listening.append(Listening(listener.name, listener.listen[0], bootstrap_port, scheme))
     except OSError:
-        for sock, _ in ports:
+        for sock, _, _ in ports:
             sock.close()
         raise
     gateway = Gateway(ports[0][1], upstream.versions, reply_to, options.limits, options.on_answer)
     server = GatewayServer(gateway, _coordinator(options, reply_to), directory,
-                           status_interval_s=options.status_interval_s)
-    servers = [await asyncio.start_server(functools.partial(server.client_connected, port=port), sock=sock)
-               for sock, port in ports]
+                           status_interval_s=options.status_interval_s, upstream_security=options.upstream_security,
+                           security=options.security)
+    servers = [await asyncio.start_server(functools.partial(server.client_connected, port=port), sock=sock,
+                                          ssl=tls)
+               for sock, port, tls in ports]
     try:
         await server.start(servers)
         for where in listening:

@@ -23,6 +23,9 @@ from .chain import Port
 from .coordinators import Coordinator
 from .gateway import Action, CloseClient, Gateway, ToClient, ToCoordinator, ToUpstream
 from .port_mapping import UpstreamDirectory
+from .security.sasl_client import UpstreamSecurity, open_upstream
+from .security.tls import certificate_principal
+from .security.units import Security
 
 log = logging.getLogger(__name__)
 READ_BYTES = 65536
@@ -52,10 +55,13 @@ class GatewayServer:
 
     def __init__(self, gateway: Gateway, coordinator: Coordinator, upstream: UpstreamDirectory,
                  clock_ms: Callable[[], int] = wall_clock_ms, status_interval_s: float = 10.0,
-                 idle_timeout_s: float = 600.0) -> None:
+                 idle_timeout_s: float = 600.0, upstream_security: UpstreamSecurity | None = None,
+                 security: Security | None = None) -> None:
         self.gateway = gateway
         self.coordinator = coordinator
         self.upstream = upstream
+        self.upstream_security = upstream_security or UpstreamSecurity()
+        self.security = security
         self.clock_ms = clock_ms
         self.status_interval_s = status_interval_s
         self.idle_timeout_s = idle_timeout_s
@@ -74,6 +80,8 @@ class GatewayServer:
         self._spawn(self._timer(), "gateway-timer")
         if self.status_interval_s > 0:
             self._spawn(self._status(), "gateway-status")
+        if self.security is not None:
+            self._spawn(self._reload(self.security), "gateway-reload")
 
     async def stop(self) -> None:
         """Stops accepting, closes every connection, stops the coordinator."""
@@ -106,7 +114,9 @@ class GatewayServer:
         peer = writer.get_extra_info("peername")
         host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
         port = port or self.gateway.port
-        session = _Session(self.gateway.open(host, port), host, writer, port.node_id)
+        # A verified client certificate (an SSL listener with ssl.client.auth) names the principal.
+        principal = certificate_principal(writer.get_extra_info("peercert"))
+        session = _Session(self.gateway.open(host, port, principal), host, writer, port.node_id)
         self._sessions[session.id] = session
         try:
             while not session.closed:
@@ -176,8 +186,7 @@ class GatewayServer:
                 session.id, f"node {session.node_id} is not in the upstream's latest metadata"))
             return
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(*address, limit=UPSTREAM_READ_BYTES), 10)
+            reader, writer = await open_upstream(*address, self.upstream_security, limit=UPSTREAM_READ_BYTES)
             self.upstream_opened[address] += 1
             session.upstream_writer = writer
             writer.write(b"".join(session.upstream_pending))
@@ -210,6 +219,15 @@ class GatewayServer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._timer_wakeup.wait(), min(wait_s, 1.0))
             self._perform(self.gateway.expire(self.clock_ms()))
+
+    async def _reload(self, security: Security) -> None:
+        """Re-reads the users and ACL files when they change, off the event loop (a file read may block)."""
+        while True:
+            await asyncio.sleep(security.access.reload_interval_ms / 1000)
+            try:
+                await asyncio.to_thread(security.reload)
+            except Exception:
+                log.exception("re-reading the users and ACL files failed; keeping the previous ones")
 
     async def _status(self) -> None:
         while True:
