@@ -17,7 +17,7 @@ from .local import LocalCoordinator
 from .model import ClassicGroupState, GroupState
 from .offsets import CommittedOffset, OffsetChange
 from .output import dead_letter, reject, to_json
-from .replay_driver import Fed, Finished, ReplayDriver
+from .replay_driver import Fed, Finished, ReplayDriver, Watermark
 from .requests import Invalid, ListGroups, Request, Tick, decode_record, for_one_group, parse_raw, parse_request
 from .responses import invalid_response
 from .wire import (
@@ -60,6 +60,7 @@ __all__ = [
     "ResponseKey",
     "StateFormatError",
     "Tick",
+    "Watermark",
     "dead_letter",
     "decode_group",
     "decode_record",
