@@ -14,8 +14,9 @@ from coordinator_cli import main
 from coordinator_job.replay import replay_local
 from coordinator_job.settings import load_settings
 from coordinator_job.traffic_file import scan_traffic
-from coordinator_lab.traffic_gen import EPOCH_MS, heartbeat_request, tick
-from coordinator_state import to_json
+from coordinator_lab.traffic_gen import heartbeat_request
+from coordinator_state import SIMULATION_EPOCH_MS as EPOCH_MS
+from coordinator_state import tick_envelope, to_json
 from tests.traffic import write_traffic
 
 BATCH_NOTE = "make a replay of this traffic depend on its micro-batch boundaries"
@@ -33,7 +34,7 @@ def test_the_scan_counts_what_the_local_replay_processes_late(tmp_path_factory: 
                                                               records: list[tuple[str, int]],
                                                               lateness_ms: int) -> None:
     """The count a recording and the Spark replay's summary give without a coordinator is the local engine's."""
-    lines = [heartbeat(EPOCH_MS + t, i) if kind == "heartbeat" else to_json(tick(EPOCH_MS + t)).encode()
+    lines = [heartbeat(EPOCH_MS + t, i) if kind == "heartbeat" else to_json(tick_envelope(EPOCH_MS + t)).encode()
              if kind == "tick" else b'{"api":"Heartbeat"}' for i, (kind, t) in enumerate(records)]
     path = write_traffic(tmp_path_factory.mktemp("late") / "traffic.jsonl", lines)
     settings = load_settings(overrides=[f"coordinator.lateness.ms={lateness_ms}"], environ={})
@@ -43,7 +44,7 @@ def test_the_scan_counts_what_the_local_replay_processes_late(tmp_path_factory: 
 @pytest.mark.parametrize("late", [False, True])
 def test_the_replay_summary_counts_late_requests_and_says_what_they_do(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], late: bool) -> None:
-    lines = [heartbeat(EPOCH_MS + 5000, 1), to_json(tick(EPOCH_MS + 9000)).encode(),
+    lines = [heartbeat(EPOCH_MS + 5000, 1), to_json(tick_envelope(EPOCH_MS + 9000)).encode(),
              heartbeat(EPOCH_MS + (6000 if late else 8000), 2)]  # late: older than 9000 - 2000
     traffic = write_traffic(tmp_path / "traffic.jsonl", lines)
     assert main(["replay", "--input", str(traffic), "--output", str(tmp_path / "responses.jsonl"),
