@@ -10,10 +10,10 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from coordinator_job.job import make_parser
+from coordinator_lab.traffic_gen import heartbeat_request
 from coordinator_state import SIMULATION_EPOCH_MS as EPOCH_MS
 from coordinator_state import tick_envelope, to_json
-from streaming.job import make_parser
-from streaming.traffic_gen import heartbeat_request
 
 # (kind, group, partition, time): a heartbeat of a group, a tick, or a record that is not JSON.
 Record = tuple[str, str, int, int]
