@@ -143,7 +143,8 @@ def encode_response_around(message_class: Any, version: int, body: Mapping[str, 
 
 def wire_violation(fields: Mapping[str, Any], item: Any, version: int) -> str | None:
     """What Kafka's generated code refuses in `item` at `version`, in either direction: a null in a string, bytes,
-    array or struct field whose spec does not allow it there, a string longer than 32,767 UTF-8 bytes; None."""
+    array or struct field whose spec does not allow it there (a tagged field may be left out), a string longer
+    than 32,767 UTF-8 bytes; None."""
     for name, kind, nullable, nested in _checks(fields, version):
         value = getattr(item, name)
         if value is None:
@@ -190,7 +191,8 @@ def _checks(fields: Mapping[str, Any], version: int) -> tuple[tuple[str, _Check,
         for name, field in fields.items():
             if not field.for_version_q(version):
                 continue
-            nullable = field.nullable_for_version_q(version)
+            # A tagged field left out (None) is simply not on the wire.
+            nullable = field.nullable_for_version_q(version) or field.tagged_field_q(version)
             if field.is_struct_array():
                 checks.append((name, _Check.STRUCTS, nullable, field.fields))
             elif field.is_struct():

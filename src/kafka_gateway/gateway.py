@@ -7,6 +7,9 @@ connection that belongs to a client connection, an envelope to the coordinator, 
 
 Per client connection, as a Kafka broker does:
 - frames are size-checked as they arrive, then decoded one at a time: header, then body;
+- each request goes through the connection's chain of units (`chain.py`: port mapping, and what a
+  listener adds, such as authentication); what passes them is routed: a group API to the coordinator,
+  any other to the upstream node of the connection's port;
 - every request gets a slot in a queue and responses leave in request order, whatever order they are
   ready in (a proxied Fetch may finish before an earlier JoinGroup);
 - while a group request is with the coordinator the channel is muted: later requests wait unread, so a
@@ -16,7 +19,8 @@ Per client connection, as a Kafka broker does:
   requests unanswered, and a frame's size is checked before any of it is kept;
 - a bad frame, an API the gateway does not serve, or a version outside the advertised range closes that
   connection (`CloseClient` with the reason) and nothing else, once the requests before it are answered (a
-  broker reads a connection's next request only after answering the previous one);
+  broker reads a connection's next request only after answering the previous one); a unit's decision closes
+  it as the unit says;
 - an answer that does not fit its response (Kafka's writer would refuse it) is answered UNKNOWN_SERVER_ERROR
   in the API's error shape, and the connection goes on;
 - whatever else goes wrong while serving one connection (a bug) closes that connection, logged, and nothing
@@ -24,10 +28,10 @@ Per client connection, as a Kafka broker does:
 Group requests become envelopes with the gateway's own correlation ids (unique in this incarnation, which
 is `reply_to`); a request naming many groups becomes one envelope per group, at most
 `max_envelopes_in_flight` of them with the coordinator at a time (the next sent as one is answered), each
-group's answer encoded as it comes, so neither the coordinator's queue nor a step of the event loop grows
-with the request, and what it holds is about the size of its answer on the wire. A request not answered
-within its bound is answered COORDINATOR_NOT_AVAILABLE (for every group not answered yet), and an answer that
-comes after that, or after its connection closed, is dropped and counted.
+group's answer encoded as it comes unless a unit rewrites the answer, so neither the coordinator's queue nor a
+step of the event loop grows with the request, and what it holds is about the size of its answer on the wire.
+A request not answered within its bound is answered COORDINATOR_NOT_AVAILABLE (for every group not answered
+yet), and an answer that comes after that, or after its connection closed, is dropped and counted.
 """
 
 from __future__ import annotations
@@ -45,11 +49,13 @@ from kafka.protocol.api_key import ApiKey
 
 from coordinator_state.envelope import BODY, INT32_MAX, request_envelope, response_key
 
+from .api_versions import VersionTable, advertised_versions, api_versions_answer
 from .apis import GROUP_APIS, request_class, response_class
-from .broker_answers import Node, VersionTable, api_versions_answer, find_coordinator_answer, rewrite_metadata
+from .chain import ANONYMOUS, Answer, Chain, ConnectionContext, Port, Request, Trail, UnitFailed
 from .codec import (
     body_to_message,
     decode_request,
+    decode_response,
     encode_items,
     encode_response,
     encode_response_around,
@@ -63,7 +69,7 @@ from .frames import DEFAULT_MAX_FRAME_BYTES, SIZE_BYTES, FrameSplitter, frame
 log = logging.getLogger(__name__)
 UNKNOWN_SERVER_ERROR = -1
 # The client's own fault: its earlier requests are answered, then its connection closed. Other errors (the
-# upstream broke) close at once.
+# upstream broke, a unit's decision) close at once.
 _REQUEST_ERRORS = (MalformedFrame, UnsupportedRequest)
 _RESPONSE_HEADER = struct.Struct(">ii")  # a response frame's size, then its correlation id
 LATENCY_SAMPLES = 10_000
@@ -113,8 +119,8 @@ Action = ToClient | ToUpstream | ToCoordinator | CloseClient | ResumeReading
 @dataclass(frozen=True, slots=True)
 class Answered:
     """A client's group request the coordinator has answered (or that timed out), as the client gets it: the
-    envelope bodies it became (`parts`) and the response body (for a request split by group, its top-level
-    fields: each group's entry was encoded as its answer came)."""
+    envelope bodies it became (`parts`) and the response body (for a request split by group whose answer no
+    unit rewrites, its top-level fields: each group's entry was encoded as its answer came)."""
 
     api_key: ApiKey
     version: int
@@ -159,12 +165,14 @@ class _Slot:
 
     correlation_id: int
     response: bytes | None = None
+    close_after: bool = False  # the connection closes once this response is sent
 
 
 @dataclass(slots=True)
 class _UpstreamSlot(_Slot):
     api_key: int = 0
     version: int = 0
+    trail: Trail = field(default_factory=Trail)  # the units that read or rewrite the answer
 
 
 @dataclass(slots=True)
@@ -174,9 +182,11 @@ class _CoordinatorSlot(_Slot):
     api_key: ApiKey = ApiKey.JoinGroup
     version: int = 0
     parts: list[dict[str, Any]] = field(default_factory=list)
-    # Not split: the one answer (None: none in time). Split by group: each part's entries of `groups`, encoded.
-    split: bool = False
-    answer: dict[str, Any] | None = None
+    trail: Trail = field(default_factory=Trail)
+    # Split by group with no unit to see the answer: each part's entries of `groups`, encoded as they come.
+    # Otherwise each part's answer (None: none in time), merged once all are in.
+    piecewise: bool = False
+    answers: list[dict[str, Any] | None] = field(default_factory=list)
     entries: list[tuple[int, bytes]] = field(default_factory=list)
     unencodable: UnencodableAnswer | None = None  # an entry that did not fit: the whole request gets the error
     client_id: str | None = None
@@ -195,12 +205,16 @@ class _Connection:
     id: int
     client_host: str
     splitter: FrameSplitter
+    chain: Chain
+    versions: VersionTable  # what ApiVersions offers on this connection, and what it may send
+    closing: bool = False  # an answer that closes the connection is queued: nothing more is read
+    failure: GatewayError | None = None  # a unit refused an answer that came from the coordinator
+    refused: GatewayError | None = None  # a bad request: read nothing more, close once the slots are answered
+    paused: bool = False  # not `reading` since the last time it was served
     unread: deque[bytes] = field(default_factory=deque)
     slots: deque[_Slot] = field(default_factory=deque)
     upstream: deque[_UpstreamSlot] = field(default_factory=deque)
     muted_by: _CoordinatorSlot | None = None
-    closing: GatewayError | None = None  # set: read nothing more, close once the slots are answered
-    paused: bool = False  # not `reading` since the last time it was served
     upstream_frame: _UpstreamFrame | None = None  # the upstream response being received
     upstream_header: bytearray = field(default_factory=bytearray)  # its first bytes, until size and id are in
 
@@ -219,10 +233,12 @@ class _UpstreamFrame:
 class Gateway:
     """Every client connection's protocol state, and the coordinator requests in flight."""
 
-    def __init__(self, node: Node, versions: VersionTable, reply_to: str, limits: Limits | None = None,
-                 on_answer: AnswerObserver | None = None) -> None:
-        self.node = node
-        self.versions = dict(versions)
+    def __init__(self, port: Port, upstream_versions: Mapping[int, tuple[int, int]], reply_to: str,
+                 limits: Limits | None = None, on_answer: AnswerObserver | None = None) -> None:
+        """`port`: where a connection comes in unless the shell names another port (a listener's bootstrap
+        port); `upstream_versions`: the upstream's ApiVersions table."""
+        self.port = port
+        self.upstream_versions = dict(upstream_versions)
         self.reply_to = reply_to
         self.limits = limits or Limits()
         self.on_answer = on_answer  # told of every answered group request (tools that watch the gateway)
@@ -238,13 +254,24 @@ class Gateway:
         # (deadline ms, sequence, connection id, slot) of every group request, pruned once it is done
         self._deadlines: list[tuple[int, int, int, _CoordinatorSlot]] = []
         self._deadline_sequence = 0
+        self._version_tables: dict[tuple[type, ...], VersionTable] = {}  # per kind of chain
 
     # ---- events from the shell -------------------------------------------------------------------------
 
-    def open(self, client_host: str) -> int:
-        """A client connected from `client_host` (its address); returns the connection's id."""
+    def open(self, client_host: str, port: Port | None = None, principal: str = ANONYMOUS) -> int:
+        """A client connected from `client_host` (its address) to `port` (default: the gateway's), as
+        `principal` (a TLS client certificate's; else anonymous until a unit authenticates it); returns the
+        connection's id."""
+        port = port or self.port
         self._next_connection += 1
-        connection = _Connection(self._next_connection, client_host, FrameSplitter(self.limits.max_frame_bytes))
+        context = ConnectionContext(self._next_connection, client_host, port.listener, port.node_id, principal)
+        chain = Chain([make(context) for make in port.units])
+        kinds = tuple(type(unit) for unit in chain.units)
+        versions = self._version_tables.get(kinds)
+        if versions is None:
+            versions = self._version_tables[kinds] = advertised_versions(self.upstream_versions, chain.units)
+        connection = _Connection(context.connection, client_host, FrameSplitter(self.limits.max_frame_bytes), chain,
+                                 versions)
         self._connections[connection.id] = connection
         self.counters["connections_opened"] += 1
         return connection.id
@@ -257,7 +284,7 @@ class Gateway:
     def receive(self, connection_id: int, data: bytes, now_ms: int) -> list[Action]:
         """Bytes from a client."""
         connection = self._connections.get(connection_id)
-        if connection is None or connection.closing is not None:
+        if connection is None or connection.refused is not None:
             return []
         actions: list[Action] = []
         with self._confined(connection, actions):
@@ -308,7 +335,7 @@ class Gateway:
             body = answer.get(BODY)
             received.setdefault(id(slot), (connection_id, slot, []))[2].append(
                 (index, dict(body) if isinstance(body, Mapping) else {}))
-        return self._answer(list(received.values()), now_ms)
+        return self._progress(list(received.values()), now_ms)
 
     def expire(self, now_ms: int) -> list[Action]:
         """Answers COORDINATOR_NOT_AVAILABLE for every envelope whose bound has passed."""
@@ -327,7 +354,7 @@ class Gateway:
                 expired.append((connection_id, slot, [(index, None) for index in unanswered]))
             else:
                 slot.answered = len(slot.parts)
-        return self._answer(expired, now_ms)
+        return self._progress(expired, now_ms)
 
     def next_deadline(self) -> int | None:
         """When `expire` next has something to do (ms), or None."""
@@ -352,7 +379,7 @@ class Gateway:
 
     # ---- per-connection logic --------------------------------------------------------------------------
 
-    def _answer(self, progressed: list[tuple[int, _CoordinatorSlot, list[tuple[int, dict[str, Any] | None]]]],
+    def _progress(self, progressed: list[tuple[int, _CoordinatorSlot, list[tuple[int, dict[str, Any] | None]]]],
                 now_ms: int) -> list[Action]:
         """Group requests with parts newly answered (None: given up): the next parts go to the coordinator; those
         whose every part is answered get their responses, and their connections go on, each on its own."""
@@ -389,44 +416,59 @@ class Gateway:
             self._close_now(connection, f"gateway error: {exc!r}", actions)
 
     def _serve(self, connection: _Connection, now_ms: int, actions: list[Action]) -> None:
-        """Handles unread requests until the channel is muted or the in-flight limit is reached, sending what
-        is ready, in order; then says whether to read more. A connection that is closing closes once nothing is
-        left to answer."""
+        """Handles unread requests until the channel is muted, an answer that closes the connection is queued
+        or the in-flight limit is reached, sending what is ready, in order; then says whether to read more. A
+        connection that refused a bad request closes once nothing before it is left to answer."""
         limit = self.limits.max_in_flight_requests
         while True:
-            while connection.muted_by is None and connection.unread and len(connection.slots) < limit:
+            while (connection.muted_by is None and connection.unread and len(connection.slots) < limit
+                   and not connection.closing):
                 self._dispatch(connection, connection.unread.popleft(), now_ms, actions)
-            if not self._flush(connection, actions) or connection.muted_by is not None or not connection.unread:
+            if (not self._flush(connection, actions) or connection.id not in self._connections
+                    or connection.muted_by is not None or not connection.unread):
                 break
-        if connection.closing is not None and not connection.slots:
-            self._close_now(connection, f"{type(connection.closing).__name__}: {connection.closing}", actions)
+        if connection.id not in self._connections:
             return
-        paused = (connection.closing is not None or connection.muted_by is not None or bool(connection.unread)
-                  or len(connection.slots) >= limit)
+        if connection.refused is not None and not connection.slots:
+            self._close_now(connection, f"{type(connection.refused).__name__}: {connection.refused}", actions)
+            return
+        paused = (connection.closing or connection.refused is not None or connection.muted_by is not None
+                  or bool(connection.unread) or len(connection.slots) >= limit)
         if connection.paused and not paused:
             actions.append(ResumeReading(connection.id))
         connection.paused = paused
 
     def _flush(self, connection: _Connection, actions: list[Action]) -> bool:
-        """Sends the responses that are ready and first in line; whether there were any."""
+        """Sends the responses that are ready and first in line, closing the connection after one that says so;
+        whether there were any."""
+        if connection.failure is not None:
+            raise connection.failure
         ready: list[bytes] = []
+        last: _Slot | None = None
         while connection.slots and connection.slots[0].response is not None:
-            ready.append(connection.slots.popleft().response)  # type: ignore[arg-type]
+            last = connection.slots.popleft()
+            ready.append(last.response)  # type: ignore[arg-type]
+            if last.close_after:
+                break
         if ready:
             actions.append(ToClient(connection.id, b"".join(ready)))
+        if last is not None and last.close_after:
+            self.close(connection.id)
+            actions.append(CloseClient(connection.id, "closed after its answer"))
         return bool(ready)
 
     def _fail(self, connection: _Connection, error: GatewayError, actions: list[Action]) -> None:
         """A bad request: read nothing more, answer what came before it, then close; anything else: close now."""
         self.counters[f"closed_{type(error).__name__}"] += 1
-        if isinstance(error, _REQUEST_ERRORS):
-            connection.closing = error
+        if isinstance(error, _REQUEST_ERRORS) and connection.failure is None:
+            connection.refused = error
             connection.paused = True
             connection.unread.clear()
             self._flush(connection, actions)
-            if connection.slots:
+            if connection.slots or connection.id not in self._connections:
                 return
-        self._close_now(connection, f"{type(error).__name__}: {error}", actions)
+        if connection.id in self._connections:
+            self._close_now(connection, f"{type(error).__name__}: {error}", actions)
 
     def _close_now(self, connection: _Connection, reason: str, actions: list[Action]) -> None:
         self.close(connection.id)
@@ -440,36 +482,46 @@ class Gateway:
             raise UnsupportedRequest(f"unknown API key {header.api_key}") from None
         version = header.api_version
         if api_key == ApiKey.ApiVersions:
-            # Answered at any version: a client learns the supported ones from the error answer.
+            # Answered at any version, before any unit: a client learns the supported ones from the error answer.
             self.counters["requests_local"] += 1
-            connection.slots.append(_Slot(header.correlation_id,
-                                          api_versions_answer(version, header.correlation_id, self.versions)))
+            self._answer(connection, Request(header, payload), api_versions_answer(version, connection.versions),
+                         Trail())
             return
-        supported = self.versions.get(api_key)
+        supported = connection.versions.get(api_key)
         if supported is None:
             raise UnsupportedRequest(f"{api_key.name} is not served by this gateway")
         if not supported[0] <= version <= supported[1]:
             raise UnsupportedRequest(f"{api_key.name} v{version} is outside v{supported[0]}-{supported[1]}")
-        if api_key == ApiKey.FindCoordinator:
+        outcome, trail = connection.chain.request(Request(header, payload))
+        if isinstance(outcome, Answer):
             self.counters["requests_local"] += 1
-            request = decode_request(request_class(api_key), payload, version)
-            connection.slots.append(_Slot(header.correlation_id, find_coordinator_answer(
-                request, version, header.correlation_id, self.node)))
+            self._answer(connection, Request(header, payload), outcome, trail)
         elif api_key in GROUP_APIS:
-            self._to_coordinator(connection, api_key, version, header.correlation_id, header.client_id, payload,
-                                 now_ms, actions)
+            self._to_coordinator(connection, outcome, now_ms, actions, trail)
         else:
-            self._to_upstream(connection, api_key, version, header.correlation_id, payload, actions)
+            self._to_upstream(connection, outcome, actions, trail)
 
-    def _to_upstream(self, connection: _Connection, api_key: ApiKey, version: int, correlation_id: int,
-                     payload: bytes, actions: list[Action]) -> None:
+    def _answer(self, connection: _Connection, request: Request, answer: Answer, trail: Trail) -> None:
+        """A unit's answer (or the gateway's ApiVersions), through the units before it, queued in order."""
+        body = Chain.response(trail, dict(answer.body))
+        version = request.version if answer.version is None else answer.version
+        correlation_id = request.header.correlation_id
+        try:
+            response = encode_response(body_to_message(response_class(request.api_key), version, body), correlation_id)
+        except (ValueError, TypeError, KeyError, UnencodableAnswer) as exc:
+            raise UnitFailed(f"a unit's {request.api_key.name} answer does not encode: {exc!r}") from None
+        connection.slots.append(_Slot(correlation_id, response, close_after=answer.close_after))
+        connection.closing = connection.closing or answer.close_after
+
+    def _to_upstream(self, connection: _Connection, request: Request, actions: list[Action], trail: Trail) -> None:
         self.counters["requests_proxied"] += 1
+        api_key, version = request.api_key, request.version
         expects_answer = True
         if api_key == ApiKey.Produce:
-            expects_answer = bool(decode_request(request_class(api_key), payload, version).expect_response())
-        actions.append(ToUpstream(connection.id, frame(payload)))
+            expects_answer = bool(decode_request(request_class(api_key), request.payload, version).expect_response())
+        actions.append(ToUpstream(connection.id, frame(request.payload)))
         if expects_answer:
-            slot = _UpstreamSlot(correlation_id, api_key=api_key, version=version)
+            slot = _UpstreamSlot(request.header.correlation_id, api_key=api_key, version=version, trail=trail)
             connection.slots.append(slot)
             connection.upstream.append(slot)
 
@@ -512,7 +564,7 @@ class Gateway:
         slot = connection.upstream.popleft()
         if correlation_id != slot.correlation_id:
             raise UpstreamError(f"upstream answered correlation id {correlation_id}, expected {slot.correlation_id}")
-        passing_through = slot.api_key != ApiKey.Metadata and connection.slots[0] is slot
+        passing_through = not slot.trail and connection.slots[0] is slot
         if passing_through:
             actions.append(ToClient(connection.id, header))
         return _UpstreamFrame(slot, size - SIZE_BYTES, passing_through, bytearray(b"" if passing_through else header))
@@ -521,23 +573,33 @@ class Gateway:
         slot = current.slot
         if current.passing_through:
             connection.slots.popleft()  # already sent, byte by byte
-        elif slot.api_key == ApiKey.Metadata:
+        elif slot.trail:
+            message_class = response_class(ApiKey(slot.api_key))
             try:
-                slot.response = rewrite_metadata(bytes(current.kept[SIZE_BYTES:]), slot.version, slot.correlation_id,
-                                                 self.node)
+                answer = decode_response(message_class, bytes(current.kept[SIZE_BYTES:]), slot.version)
             except MalformedFrame as exc:
-                raise UpstreamError(f"upstream Metadata response: {exc}") from None
+                raise UpstreamError(f"upstream {message_class.__name__}: {exc}") from None
+            body = Chain.response(slot.trail, message_to_body(answer, slot.version))
+            try:
+                slot.response = encode_response(body_to_message(message_class, slot.version, body),
+                                                slot.correlation_id)
+            except (ValueError, TypeError, KeyError, UnencodableAnswer) as exc:
+                raise UnitFailed(f"the rewritten {message_class.__name__} does not encode: {exc!r}") from None
         else:
             slot.response = bytes(current.kept)
 
-    def _to_coordinator(self, connection: _Connection, api_key: ApiKey, version: int, correlation_id: int,
-                        client_id: str | None, payload: bytes, now_ms: int, actions: list[Action]) -> None:
+    def _to_coordinator(self, connection: _Connection, request: Request, now_ms: int, actions: list[Action],
+                        trail: Trail) -> None:
         self.counters["requests_coordinator"] += 1
-        request = decode_request(request_class(api_key), payload, version)
-        parts = split_request(api_key, version, message_to_body(request, version))
-        split = is_split_by_group(api_key, version)
-        slot = _CoordinatorSlot(correlation_id, api_key=api_key, version=version, parts=parts, client_id=client_id,
-                                received_ms=now_ms, split=split, entries=[(0, b"")] * len(parts) if split else [])
+        api_key, version, client_id = request.api_key, request.version, request.header.client_id
+        parts = split_request(api_key, version, request.body())
+        piecewise = is_split_by_group(api_key, version) and not trail
+        slot = _CoordinatorSlot(request.header.correlation_id, api_key=api_key, version=version, parts=parts,
+                                trail=trail, piecewise=piecewise, client_id=client_id, received_ms=now_ms)
+        if piecewise:
+            slot.entries = [(0, b"")] * len(parts)
+        else:
+            slot.answers = [None] * len(parts)
         connection.slots.append(slot)
         if not parts:
             self._complete(connection, slot, now_ms)
@@ -576,10 +638,10 @@ class Gateway:
         return self._next_envelope_id
 
     def _record(self, slot: _CoordinatorSlot, index: int, answer: dict[str, Any] | None) -> None:
-        """Part `index`'s answer (None: given up); a request split by group has it encoded at once."""
+        """Part `index`'s answer (None: given up); a request answered piecewise has it encoded at once."""
         slot.answered += 1
-        if not slot.split:
-            slot.answer = answer
+        if not slot.piecewise:
+            slot.answers[index] = answer
             return
         entries = group_entries(slot.api_key, slot.version, slot.parts[index], answer)
         try:
@@ -591,7 +653,7 @@ class Gateway:
         """Every part is answered (or timed out): the slot gets its response and the channel opens."""
         latencies = self.latencies_ms.setdefault(slot.api_key.name, deque(maxlen=LATENCY_SAMPLES))
         latencies.append(max(0, now_ms - slot.received_ms))
-        body = {} if slot.split else merge_answers(slot.api_key, slot.version, slot.parts, [slot.answer])
+        body = {} if slot.piecewise else merge_answers(slot.api_key, slot.version, slot.parts, slot.answers)
         error_code = body.get("error_code")
         if isinstance(error_code, int) and error_code != 0:
             self.counters[f"{slot.api_key.name}_error_{error_code}"] += 1
@@ -600,14 +662,18 @@ class Gateway:
         if connection.muted_by is slot:
             connection.muted_by = None
         try:
+            body = Chain.response(slot.trail, body)
+        except GatewayError as exc:
+            connection.failure = exc
+        try:
             if slot.unencodable is not None:
                 raise slot.unencodable
-            slot.response = self._encode_split(slot) if slot.split else self._encode(slot, body)
+            slot.response = self._encode_piecewise(slot) if slot.piecewise else self._encode(slot, body)
         except UnencodableAnswer as exc:
             # As Kafka's broker answers a request whose handling failed: UNKNOWN_SERVER_ERROR, in the API's shape
             # (built from the request's own fields, which fit since they were read).
             self.counters["unencodable_answers"] += 1
-            log.warning("the coordinator's %s v%d answer on connection %d does not fit the wire (%s): answering "
+            log.warning("the %s v%d answer on connection %d does not fit the wire (%s): answering "
                         "UNKNOWN_SERVER_ERROR", slot.api_key.name, slot.version, connection.id, exc)
             error = {"error_code": UNKNOWN_SERVER_ERROR}
             slot.response = self._encode(slot, merge_answers(slot.api_key, slot.version, slot.parts,
@@ -622,7 +688,7 @@ class Gateway:
         return encode_response(message, slot.correlation_id)
 
     @staticmethod
-    def _encode_split(slot: _CoordinatorSlot) -> bytes:
+    def _encode_piecewise(slot: _CoordinatorSlot) -> bytes:
         """The response of a request split by group, around its groups' entries encoded as they came."""
         return encode_response_around(response_class(slot.api_key), slot.version, {}, "groups",
                                       sum(count for count, _ in slot.entries),
