@@ -19,7 +19,6 @@ records the consumer lost or saw twice, and the admin client's answers, failures
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import contextlib
@@ -46,7 +45,7 @@ from coordinator_job.broker import broker_or_embedded, create_topics, free_loopb
 from kafka_gateway.apis import GROUP_APIS, request_class
 from kafka_gateway.codec import body_to_message
 
-from .measuring import log
+from .measuring import command_parser, log
 
 # The requests the gateway decodes (the group APIs, the ones it answers itself, Produce for its acks), and a
 # few it forwards untouched.
@@ -558,11 +557,8 @@ def run_fuzz(bootstrap: str, frames: int = 10_000, writers: int = 48, burst: int
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m coordinator_lab.gateway_fuzz", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--embedded", action="store_true", help="start a broker of its own (recommended)")
-    where.add_argument("--bootstrap-servers", metavar="HOST:PORT", help="an existing broker (it gets fuzzed too)")
+    parser = command_parser("coordinator_lab.gateway_fuzz", __doc__, "start a broker of its own (recommended)",
+                            "an existing broker (it gets fuzzed too)")
     parser.add_argument("--frames", type=int, default=10_000, help="hostile frames to send; default %(default)s")
     parser.add_argument("--writers", type=int, default=48, help="connections at a time; default %(default)s")
     parser.add_argument("--burst", type=int, default=150, help="connections opened at once in a burst; "
