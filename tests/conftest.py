@@ -12,11 +12,13 @@ import pytest
 from hypothesis import settings
 from pyspark.sql import SparkSession
 
-from streaming.broker import EmbeddedBroker, wait_for_broker
-from streaming.settings import load_settings
-from streaming.spark_session import build_session
+from coordinator_job.broker import EmbeddedBroker, wait_for_broker
+from coordinator_job.settings import load_settings
+from coordinator_job.spark_session import build_session
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# Its assertions are the tests' own: rewritten (before a test module imports it) to explain a failure.
+pytest.register_assert_rewrite("tests.replays")
 
 # Hypothesis' per-example deadline is a timing assertion; on a shared 2-core machine it fails healthy tests.
 # Speed is measured by `coordinator bench`, not asserted here.

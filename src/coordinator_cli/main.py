@@ -1,7 +1,8 @@
 """`coordinator`: the command line of the Spark group coordinator.
 
 Subcommands: run (the streaming job), broker (the embedded Kafka-compatible broker), replay, diff,
-record, groups (list, describe and remove members, like kafka-consumer-groups.sh), chaos, bench, gateway.
+record, groups (list, describe and remove members, like kafka-consumer-groups.sh), chaos, bench, gateway,
+users and acls (the gateway's SASL users and ACLs, like kafka-configs.sh and kafka-acls.sh).
 Each is a thin shell over a module; `coordinator SUBCOMMAND --help` explains it.
 """
 
@@ -30,7 +31,7 @@ def _settings_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _load(args: argparse.Namespace) -> dict[str, Any]:
-    from streaming.settings import load_settings
+    from coordinator_job.settings import load_settings
 
     settings = load_settings(args.conf, args.overrides)
     if getattr(args, "bootstrap_servers", None):
@@ -53,7 +54,7 @@ def check_prerequisites() -> list[str]:
 @contextlib.contextmanager
 def _broker(args: argparse.Namespace, settings: dict[str, Any]) -> Iterator[None]:
     """The embedded broker when --embedded, else the configured cluster (which must answer)."""
-    from streaming.broker import EmbeddedBroker, wait_for_broker
+    from coordinator_job.broker import EmbeddedBroker, wait_for_broker
 
     if args.embedded:
         with EmbeddedBroker() as broker:
@@ -67,11 +68,14 @@ def _broker(args: argparse.Namespace, settings: dict[str, Any]) -> Iterator[None
 
 def cmd_run(args: argparse.Namespace) -> int:
     from chaos_harness.demo import Demo
+    from chaos_harness.real_consumer import missing_library
     from chaos_harness.real_demo import RealConsumerDemo
-    from streaming.live_job import LiveJob, checkpoint_dir
-    from streaming.spark_session import build_session
+    from coordinator_job.live_job import LiveJob, checkpoint_dir
+    from coordinator_job.spark_session import build_session
 
     problems = check_prerequisites()
+    if args.demo and args.demo_clients == "real" and (missing := missing_library("confluent")):
+        problems.append(missing)
     if problems:
         print("cannot run:\n  " + "\n  ".join(problems), file=sys.stderr)
         return EXIT_FAILED
@@ -121,9 +125,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
-    from streaming.broker import EmbeddedBroker
-    from streaming.live_job import ensure_topics
-    from streaming.settings import load_settings
+    from coordinator_job.broker import EmbeddedBroker
+    from coordinator_job.live_job import ensure_topics
+    from coordinator_job.settings import load_settings
 
     with EmbeddedBroker() as broker:
         settings = load_settings(args.conf, args.overrides)
@@ -139,15 +143,16 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 def _replay_spark(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     """The Spark replay in bounded memory: the input is read by ranges, the responses written as they come."""
-    from streaming.replay import replay_spark_to_files, write_lines
+    from coordinator_job.replay import replay_spark_to_files, write_lines
+    from coordinator_job.traffic_file import late_requests_note, scan_traffic
 
     if problems := check_prerequisites():
         print("cannot run Spark:\n  " + "\n  ".join(problems), file=sys.stderr)
         return EXIT_FAILED
     source = Path(args.input)
+    lateness_ms = int(settings["coordinator.lateness.ms"])
     try:
-        with source.open("rb") as fh:
-            records = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+        records, late_requests = scan_traffic(source, lateness_ms)
     except OSError as exc:
         print(f"cannot read {args.input}: {exc.strerror}", file=sys.stderr)
         return EXIT_FAILED
@@ -177,14 +182,17 @@ def _replay_spark(args: argparse.Namespace, settings: dict[str, Any]) -> int:
         write_lines(Path(args.snapshots), [written.snapshots[g] for g in sorted(written.snapshots)])
     if args.offsets:
         write_lines(Path(args.offsets), list(written.offsets.values()))
+    if note := late_requests_note(late_requests, lateness_ms):
+        print(note, file=sys.stderr)
     print(json.dumps({"engine": args.engine, "records": records, "responses": written.responses,
                       "groups": len(written.snapshots), "bad_lines": written.dead_letters,
-                      "seconds": round(time.monotonic() - started, 3)}))
+                      "late_requests": late_requests, "seconds": round(time.monotonic() - started, 3)}))
     return EXIT_OK
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from streaming.replay import read_traffic, replay_local, report_bad_lines, write_result
+    from coordinator_job.replay import read_traffic, replay_local, report_bad_lines, write_result
+    from coordinator_job.traffic_file import late_requests_note
 
     settings = _load(args)
     if args.engine == "spark":
@@ -204,20 +212,23 @@ def cmd_replay(args: argparse.Namespace) -> int:
     report_bad_lines(result)
     write_result(result, Path(args.output), Path(args.snapshots) if args.snapshots else None,
                  Path(args.dead_letters) if args.dead_letters else None, Path(args.offsets) if args.offsets else None)
+    late_requests = result.counts["late_requests"]
+    if note := late_requests_note(late_requests, int(settings["coordinator.lateness.ms"])):
+        print(note, file=sys.stderr)
     print(json.dumps({"engine": args.engine, "records": len(lines), "responses": len(result.responses),
                       "groups": len(result.snapshots), "bad_lines": len(result.dead_letters),
-                      "seconds": round(time.monotonic() - started, 3)}))
+                      "late_requests": late_requests, "seconds": round(time.monotonic() - started, 3)}))
     return EXIT_OK
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from streaming.record import record_main
+    from coordinator_job.record import record_main
 
     return record_main(args, _load(args))
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from streaming.diff import diff_main
+    from coordinator_job.diff import diff_main
 
     return diff_main(args)
 
@@ -229,7 +240,7 @@ def cmd_groups(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from streaming.bench import bench_main
+    from coordinator_lab.bench import bench_main
 
     return bench_main(args, _load(args))
 
@@ -281,8 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
     _settings_arguments(replay)
     replay.set_defaults(handler=cmd_replay)
 
-    from streaming.diff import add_diff_arguments
-    from streaming.record import add_record_arguments
+    from coordinator_job.diff import add_diff_arguments
+    from coordinator_job.record import add_record_arguments
 
     record = commands.add_parser(
         "record", help="dump a topic (requests with ticks, responses or snapshots) to JSON lines",
@@ -319,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     _settings_arguments(groups)
     groups.set_defaults(handler=cmd_groups)
 
-    from streaming.bench import add_bench_arguments
+    from coordinator_lab.bench import add_bench_arguments
 
     bench = commands.add_parser("bench", help="measure the engine's speed",
                                 description="Prints progress on stderr and the figures as the last line of stdout.")
@@ -337,6 +348,22 @@ def build_parser() -> argparse.ArgumentParser:
     chaos_harness.real_chaos.add_arguments(chaos)
     chaos.set_defaults(handler=lambda args: chaos_harness.real_chaos.main(args) if args.clients else chaos_main(args))
 
+    from .security import acls_main, add_acls_arguments, add_users_arguments, users_main
+
+    users = commands.add_parser(
+        "users", help="add, remove and list the gateway's SASL users (like kafka-configs.sh for SCRAM)",
+        description="Manages the gateway's users file: salted SCRAM credentials in Kafka's storage format, "
+                    "never a password. A running gateway re-reads the file when it changes.")
+    add_users_arguments(users)
+    users.set_defaults(handler=users_main)
+
+    acls = commands.add_parser(
+        "acls", help="add, remove and list the gateway's ACLs (like kafka-acls.sh)",
+        description="Manages the gateway's ACL file (JSON lines, Kafka's bindings) and prints what "
+                    "kafka-acls.sh --list prints. A running gateway re-reads the file when it changes.")
+    add_acls_arguments(acls)
+    acls.set_defaults(handler=acls_main)
+
     gateway = commands.add_parser("gateway", help="let unmodified Kafka clients use this coordinator",
                                   description=kafka_gateway.cli.DESCRIPTION)
     kafka_gateway.cli.add_arguments(gateway)
@@ -346,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from streaming.settings import SettingsError
+    from coordinator_job.settings import SettingsError
 
     args = build_parser().parse_args(argv)
     try:

@@ -4,28 +4,21 @@ No Spark, Kafka, pandas, clock or randomness in here: requests and event times i
 timer deadlines out. `LocalCoordinator` is the whole coordinator in memory; `run_group` is the
 per-group step the Spark job calls with a group's serialised state. Both reach a group through its
 type's interface (group_types.py); the classic group is the `classic` subpackage.
+
+Imports only the standard library (and orjson, when installed): every other package builds on it.
 """
 
 from .classic import ClassicGroup
 from .classic.model import ClassicGroupState, GroupState
 from .codec import StateFormatError, decode_group, encode_group
 from .config import DEFAULTS, ConfigError, EngineConfig
-from .errors import Error
-from .group_step import GroupOutcome, handle_in_group, run_group
-from .group_types import GROUP_TYPES, Group, GroupType, snapshot_of, type_of
-from .listing import describe_groups_body, described_group, list_groups_body
-from .local import LocalCoordinator
-from .offsets import CommittedOffset, OffsetChange
-from .output import dead_letter, reject, to_json
-from .replay_driver import Fed, Finished, ReplayDriver
-from .requests import Invalid, ListGroups, Request, Tick, decode_record, for_one_group, parse_raw, parse_request
-from .responses import invalid_response
-from .wire import (
+from .envelope import (
     SIMULATION_EPOCH_MS,
     SUPPORTED_VERSIONS,
     TICK,
     Api,
     ResponseKey,
+    answer_list_groups,
     is_tombstone,
     latest_version,
     request_envelope,
@@ -34,6 +27,17 @@ from .wire import (
     tick_envelope,
     tombstone,
 )
+from .errors import Error
+from .group_step import GroupOutcome, handle_in_group, run_group
+from .group_types import GROUP_TYPES, Group, GroupType, snapshot_of, type_of
+from .listing import describe_groups_body, described_group
+from .local import LocalCoordinator
+from .offsets import CommittedOffset, OffsetChange
+from .output import dead_letter, reject, to_json
+from .parsing import decode_record, for_one_group, parse_raw, parse_request
+from .records import Invalid, ListGroups, Reply, Request, Tick
+from .replay_driver import Fed, Finished, ReplayDriver, Watermark
+from .responses import invalid_response
 
 __all__ = [
     "DEFAULTS",
@@ -59,10 +63,13 @@ __all__ = [
     "LocalCoordinator",
     "OffsetChange",
     "ReplayDriver",
+    "Reply",
     "Request",
     "ResponseKey",
     "StateFormatError",
     "Tick",
+    "Watermark",
+    "answer_list_groups",
     "dead_letter",
     "decode_group",
     "decode_record",
@@ -74,7 +81,6 @@ __all__ = [
     "invalid_response",
     "is_tombstone",
     "latest_version",
-    "list_groups_body",
     "parse_raw",
     "parse_request",
     "reject",

@@ -18,12 +18,12 @@ from typing import Any
 
 from .codec import decode_group, encode_group
 from .config import EngineConfig
-from .error_answer import error_response
+from .envelope import Response
 from .errors import Error
 from .group_types import GROUP_TYPES, Group, GroupType, type_for_absent_group, type_of
+from .no_group_answers import error_response, names_no_partition, nothing_to_commit
 from .offsets import OffsetChange
-from .requests import DescribeGroups, JoinGroup, OffsetCommit, OffsetFetch, Request, SyncGroup
-from .responses import Response
+from .records import DescribeGroups, JoinGroup, OffsetCommit, OffsetFetch, Request, SyncGroup
 from .timers import TimerFailed
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,8 @@ def handle_in_group(
     call decided, timers that came due first included; the offset changes it made are appended to
     `changes`, in order.
     """
+    if type(req) is OffsetCommit and names_no_partition(req):
+        return group, [nothing_to_commit(req, now)]  # answered before any group is looked at
     offset_changes = [] if changes is None else changes
     responses: list[Response] = []
     # What the group's events decide stays in the group until drained, in order: the timers' answers (fired

@@ -14,9 +14,9 @@ from typing import Any, Protocol
 
 from . import classic
 from .config import EngineConfig
+from .envelope import Response
 from .offsets import OffsetChange
-from .requests import Request
-from .responses import Response
+from .records import Request
 
 
 class Group(Protocol):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .errors import Error
-from .requests import new_record
+from .records import new_record
 
 NO_OFFSET = -1  # what OffsetFetch answers for a partition with no committed offset
 NO_LEADER_EPOCH = -1

@@ -17,7 +17,7 @@ from coordinator_state import Api, decode_group, encode_group, type_of
 from coordinator_state.classic import events
 from coordinator_state.classic.data import ClassicGroup
 from coordinator_state.classic.handlers import HANDLERS
-from coordinator_state.requests import Heartbeat
+from coordinator_state.records import Heartbeat
 from coordinator_state.timers import JOIN_TIMER, SYNC_TIMER, Timer
 
 from .harness import Env

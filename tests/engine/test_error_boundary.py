@@ -18,7 +18,7 @@ from coordinator_state.classic.data import GROUP, ClassicGroup
 from coordinator_state.classic.handlers import HANDLERS
 from coordinator_state.config import EngineConfig
 from coordinator_state.group_step import fire_due
-from coordinator_state.requests import Request
+from coordinator_state.records import Request
 
 from .harness import Env
 from .test_properties import CLIENTS, CONFIG, STATIC, Clients, check_invariants, walks

@@ -29,7 +29,7 @@ from coordinator_state import (
     run_group,
     snapshot_of,
 )
-from coordinator_state.wire import SIMULATION_EPOCH_MS, Api, request_envelope
+from coordinator_state.envelope import SIMULATION_EPOCH_MS, Api, request_envelope
 
 from .harness import b64
 

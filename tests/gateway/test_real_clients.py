@@ -16,8 +16,8 @@ from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, KafkaProducer
 
 from chaos_harness.real_consumer import ConsumerProcess
+from coordinator_job.broker import create_topics
 from kafka_gateway.runner import BackgroundGateway, GatewayOptions, host_port
-from streaming.broker import create_topics
 
 pytestmark = pytest.mark.kafka
 PARTITIONS = 6
@@ -62,7 +62,7 @@ class Scene:
     def described(self) -> dict[str, Any] | None:
         server = self.gateway.server
         assert server is not None
-        return self.gateway.call(lambda: server.coordinator.engine.describe(self.group))  # type: ignore[attr-defined]
+        return server.coordinator.inspect(lambda engine: engine.describe(self.group)).result(10)  # type: ignore[attr-defined,no-any-return]
 
     def counters(self) -> Counter[str]:
         server = self.gateway.server

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..envelope import response_envelope
 from ..errors import NO_ERROR, Error
-from ..requests import Reply
-from ..responses import envelope, join_body, sync_body
+from ..records import Reply
+from ..responses import join_body, sync_body
 from .data import ClassicGroup
 from .model import IllegalTransition
 
 
 def answer(group: ClassicGroup, reply: Reply, t: int, body: dict[str, Any]) -> None:
-    group.out.append(envelope(reply, group.group_id, t, body))
+    group.out.append(response_envelope(reply, group.group_id, t, body))
 
 
 def answer_join(group: ClassicGroup, reply: Reply, t: int, error: Error, **fields: Any) -> None:

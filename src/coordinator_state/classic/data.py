@@ -13,9 +13,9 @@ from typing import Any
 
 from ..config import EngineConfig
 from ..declared import Declaration, attached, declared, derived, identity, stored
+from ..envelope import Response
 from ..journal import CLEARED, MISSING, Journal
 from ..offsets import ExpiryCondition, OffsetChange, OffsetStore
-from ..responses import Response
 from ..timers import Timers
 from .model import EMPTY, MEMBER, ClassicGroupState, Member
 

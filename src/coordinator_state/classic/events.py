@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..requests import Request
+from ..records import Request
 from ..timers import (
     HEARTBEAT_TIMER,
     JOIN_TIMER,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..errors import Error
 from ..offsets import CommittedOffset, ExpiryCondition, OffsetChange
-from ..requests import new_record
+from ..records import new_record
 from ..timers import HEARTBEAT_TIMER, OFFSETS_TIMER, Timer
 from .answers import answer_join
 from .data import ClassicGroup

@@ -10,7 +10,7 @@ import hashlib
 
 from ..errors import NO_ERROR, Error
 from ..journal import MISSING
-from ..requests import JoinGroup
+from ..records import JoinGroup
 from ..timers import HEARTBEAT_TIMER, RETENTION_TIMER, SYNC_TIMER
 from .answers import answer_join
 from .data import ClassicGroup

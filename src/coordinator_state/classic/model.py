@@ -7,7 +7,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from ..declared import Declaration, attached, declared, identity, stored
-from ..requests import Protocol, Reply
+from ..records import Protocol, Reply
 
 if TYPE_CHECKING:
     from .data import ClassicGroup

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ...error_answer import error_response
+from ...envelope import Api, Response, response_envelope
 from ...errors import Error
-from ...requests import JoinGroup, LeaveGroup, Request
-from ...responses import Response, envelope, leave_body
-from ...wire import Api
+from ...no_group_answers import error_response
+from ...records import JoinGroup, LeaveGroup, Request
+from ...responses import leave_body
 from ..data import ClassicGroup
 from . import describe_groups, offset_commit, offset_fetch
 from .heartbeat import handle_heartbeat
@@ -56,7 +56,7 @@ def absent_group(req: Request, t: int) -> Response | None:
     if isinstance(req, LeaveGroup):
         entries = [(e.member_id, e.group_instance_id, Error.UNKNOWN_MEMBER_ID) for e in req.members]
         top = Error.NONE if req.reply.version >= 3 else Error.UNKNOWN_MEMBER_ID
-        return envelope(req.reply, req.group_id, t, leave_body(req.reply.version, top, entries))
+        return response_envelope(req.reply, req.group_id, t, leave_body(req.reply.version, top, entries))
     return error_response(req, t, Error.UNKNOWN_MEMBER_ID)
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from ...envelope import Response, response_envelope
 from ...listing import describe_groups_body, described_group
-from ...requests import DescribeGroups
-from ...responses import Response, envelope
+from ...records import DescribeGroups
 from ..data import ClassicGroup
 from ..snapshot import snapshot
 
@@ -13,7 +13,7 @@ def _answer(req: DescribeGroups, t: int, group: ClassicGroup | None) -> Response
     version = req.reply.version
     entry = described_group(req.group_id, None if group is None else snapshot(group), version,
                             req.include_authorized_operations)
-    return envelope(req.reply, req.group_id, t, describe_groups_body(version, [entry]))
+    return response_envelope(req.reply, req.group_id, t, describe_groups_body(version, [entry]))
 
 
 def absent_group(req: DescribeGroups, t: int) -> Response:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...errors import NO_ERROR, Error
-from ...requests import Heartbeat
+from ...records import Heartbeat
 from ...responses import error_body
 from ..answers import answer
 from ..data import ClassicGroup

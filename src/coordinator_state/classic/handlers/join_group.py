@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ...errors import Error
-from ...requests import JoinGroup
+from ...records import JoinGroup
 from ...timers import TimerKind
 from ..answers import answer_join, answer_sync
 from ..data import ClassicGroup

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...errors import Error
-from ...requests import LeaveGroup
+from ...records import LeaveGroup
 from ...responses import leave_body
 from ...timers import TimerKind
 from ..answers import answer, answer_join, answer_sync

@@ -8,53 +8,33 @@ each partition on its own. A commit to a group that does not exist either create
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from functools import partial
-from typing import Any
 
+from ...envelope import Response, response_envelope
 from ...errors import Error
 from ...offsets import absent_group_commit_error, committed_value, metadata_too_large
-from ...requests import OffsetCommit
-from ...responses import Response, envelope
+from ...records import OffsetCommit
+from ...responses import commit_body
 from ..answers import answer
 from ..data import ClassicGroup
 from ..expiry import commit_offset
 from ..membership import schedule_session, validate_member
 from ..offset_rules import commit_error, commit_keeps_session
 
-PartitionResults = Sequence[tuple[str, Sequence[tuple[int, Error]]]]
-# An enum member's value and name, looked up once: a commit answers every partition.
-_CODES = {e: int(e) for e in Error}
-_NAMES = {e: e.name for e in Error}
-
-
-def commit_body(version: int, error: Error, topics: PartitionResults) -> dict[str, Any]:
-    """The response body: the whole-request error at the top, then one entry per request topic and partition."""
-    body: dict[str, Any] = {"error_code": int(error), "error": error.name}
-    if version >= 3:
-        body["throttle_time_ms"] = 0
-    body["topics"] = [
-        {"name": name, "partitions": [{"partition_index": p, "error_code": _CODES[e], "error": _NAMES[e]}
-                                      for p, e in partitions]}
-        for name, partitions in topics
-    ]
-    return body
+_NONE = Error.NONE
+_TOO_LARGE = Error.OFFSET_METADATA_TOO_LARGE
 
 
 def refused(req: OffsetCommit, t: int, error: Error) -> Response:
     """Every partition of the request answered with the whole-request error (OffsetCommitRequest.getErrorResponse)."""
     topics = [(topic.name, [(p.partition_index, error) for p in topic.partitions]) for topic in req.topics]
-    return envelope(req.reply, req.group_id, t, commit_body(req.reply.version, error, topics))
+    return response_envelope(req.reply, req.group_id, t, commit_body(req.reply.version, error, topics))
 
 
 def absent_group(req: OffsetCommit, t: int) -> Response | None:
     """The answer for a group that does not exist, or None when the commit creates a simple group."""
     error = absent_group_commit_error(req.reply.version, req.generation_id)
     return None if error is None else refused(req, t, error)
-
-
-_NONE = Error.NONE
-_TOO_LARGE = Error.OFFSET_METADATA_TOO_LARGE
 
 
 def handle_offset_commit(group: ClassicGroup, req: OffsetCommit, t: int) -> None:

