@@ -9,7 +9,9 @@ Streaming read options:
   ``maxRecordsPerBatch`` (optional cap on offsets per micro-batch, enforced through PySpark 4.2+
   admission control: ``getDefaultReadLimit`` returns ``ReadMaxRows`` and Spark passes it back to
   ``latestOffset(start, limit)``),
-  ``pollTimeoutMs`` (default 60000: how long a task may wait for a fetch to make progress).
+  ``pollTimeoutMs`` (default 60000: how long a task may take to read its whole offset range; past that
+  it fails, and Spark retries it),
+  ``fetchMaxWaitMs`` (default 500: how long the broker may hold a task's fetch; see READER_FETCH_MAX_WAIT_MS).
 
 Offsets (stored by Spark in the checkpoint) are ``{"<partition>": <next offset>}``; partition ids
 are strings because the offsets round-trip through JSON. Partitions that appear later start at 0.
@@ -92,6 +94,7 @@ class ReaderOptions:
     starting_offsets: str = "earliest"
     max_records_per_batch: int | None = None
     poll_timeout_ms: int = 60_000
+    fetch_max_wait_ms: int = 500
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReaderOptions:
@@ -108,16 +111,26 @@ class ReaderOptions:
             starting_offsets=starting,
             max_records_per_batch=_positive_int(options, "maxRecordsPerBatch"),
             poll_timeout_ms=_positive_int(options, "pollTimeoutMs") or cls.poll_timeout_ms,
+            fetch_max_wait_ms=_positive_int(options, "fetchMaxWaitMs") or cls.fetch_max_wait_ms,
         )
 
 
-FETCH_MAX_WAIT_MS = 5
+# How long the broker may hold a fetch. Apache Kafka answers as soon as there is a record (fetch_min_bytes 1) and
+# waits only at the log end. Tansu's in-memory store lists every batch of the partition on each fetch and stops
+# listing when the wait is up, answering with no records if it had not reached the fetch offset by then: with 5 ms,
+# reads froze once a partition held ~10^4 batches (`python -m streaming.fetch_cost` prints the figures).
+# - The planner fetches at the log end only for the high watermark, which both brokers always send: a short wait.
+PLANNER_FETCH_MAX_WAIT_MS = 5
+# - A source task fetches offsets known to exist, so a long wait costs nothing on Kafka and is Tansu's budget for
+#   its listing: Kafka's default (it holds Tansu's reads up to ~10^5 batches on a busy 2-core machine). The
+#   source's `fetchMaxWaitMs` option (the job's coordinator.source.fetch.max.wait.ms) overrides it.
+READER_FETCH_MAX_WAIT_MS = ReaderOptions.fetch_max_wait_ms
 # The planner looks partitions up again at most this often: a forced metadata refresh costs about 40 ms, once per
 # micro-batch otherwise (kafka-python, embedded broker).
 METADATA_REFRESH_S = 5.0
 
 
-def _consumer(bootstrap_servers: str, client_id: str) -> KafkaConsumer:
+def _consumer(bootstrap_servers: str, client_id: str, fetch_max_wait_ms: int) -> KafkaConsumer:
     """A group-less, non-committing consumer: positions are driven only by Spark's offsets."""
     return KafkaConsumer(
         bootstrap_servers=bootstrap_servers,
@@ -126,8 +139,7 @@ def _consumer(bootstrap_servers: str, client_id: str) -> KafkaConsumer:
         enable_auto_commit=False,
         # Never skip silently past data that retention removed: fail the task instead.
         auto_offset_reset="none",
-        # A fetch at the log end (every offset lookup makes one) waits this long for data that is not there.
-        fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
+        fetch_max_wait_ms=fetch_max_wait_ms,
     )
 
 
@@ -153,7 +165,7 @@ def log_end_offsets(consumer: KafkaConsumer, topic: str, timeout_s: float = 30.0
     while any(consumer.highwater(tp) is None for tp in tps):
         if time.monotonic() > deadline:
             raise TimeoutError(f"no fetch response for {topic} within {timeout_s:.0f}s")
-        consumer.poll(timeout_ms=FETCH_MAX_WAIT_MS)
+        consumer.poll(timeout_ms=PLANNER_FETCH_MAX_WAIT_MS)
     return {str(tp.partition): max(listed[tp], consumer.highwater(tp)) for tp in tps}
 
 
@@ -187,58 +199,98 @@ class KafkaOffsetRange(InputPartition):
     start: int
     end: int
     poll_timeout_ms: int
+    fetch_max_wait_ms: int = 500
 
 
-# Spark reuses its Python workers across tasks (spark.python.worker.reuse), so each worker keeps one reader and
-# one producer per broker: a new client per task costs a connection, metadata and, for the idempotent producer,
-# a producer id (measured here: 27 ms for a new consumer's first fetch vs 6 ms reused, 41 ms vs 6 ms for a
-# producer), paid by every task of every micro-batch, idle ones included. A client that failed is dropped, so
-# the retried task starts with a fresh one.
-Client = TypeVar("Client", KafkaConsumer, KafkaProducer)
-_READERS: dict[str, KafkaConsumer] = {}
+# Spark reuses its Python workers across tasks (spark.python.worker.reuse), so each worker keeps its Kafka clients:
+# a new client per task costs a connection, metadata and, for the idempotent producer, a producer id (measured
+# here: 27 ms for a new consumer's first fetch vs 6 ms reused, 41 ms vs 6 ms for a producer), paid by every task of
+# every micro-batch, idle ones included. A client that failed is dropped, so the retried task starts with a fresh one.
+@dataclass
+class PartitionReader:
+    """A worker's consumer of one partition, and the offset its last task read up to."""
+
+    consumer: KafkaConsumer
+    next_offset: int | None = None
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+Client = TypeVar("Client", PartitionReader, KafkaProducer)
+ReaderKey = tuple[str, str, int, int]
+"""Bootstrap servers, topic, partition, fetch wait."""
+_READERS: dict[ReaderKey, PartitionReader] = {}
 _WRITERS: dict[str, KafkaProducer] = {}
+Key = TypeVar("Key", str, ReaderKey)
 
 
-def _cached_client(cache: dict[str, Client], bootstrap_servers: str, create: Callable[[], Client]) -> Client:
-    client = cache.get(bootstrap_servers)
+def _cached_client(cache: dict[Key, Client], key: Key, create: Callable[[], Client]) -> Client:
+    client = cache.get(key)
     if client is None:
-        client = cache[bootstrap_servers] = create()
+        client = cache[key] = create()
     return client
 
 
-def _drop_client(cache: dict[str, KafkaConsumer] | dict[str, KafkaProducer], bootstrap_servers: str) -> None:
-    client = cache.pop(bootstrap_servers, None)
+def _drop_client(cache: dict[Key, Client], key: Key) -> None:
+    client = cache.pop(key, None)
     if isinstance(client, KafkaProducer):
         client.close(timeout=5)  # a failed producer may hold records it can no longer deliver
     elif client is not None:
         client.close()
 
 
+class RangeReadTimeout(TimeoutError):
+    """A source task did not read its offset range within ``pollTimeoutMs``: Spark fails and retries the task."""
+
+
+def _range_timeout(part: KafkaOffsetRange, position: int, high_watermark: int | None) -> RangeReadTimeout:
+    read = position - part.start
+    if high_watermark is not None and high_watermark > position:
+        cause = (f"the broker answered fetches below its high watermark {high_watermark} with too few records; the "
+                 "embedded Tansu broker does so once a partition's log is too long for its fetch wait (every fetch "
+                 "lists every stored batch): restart it on a fresh checkpoint, or run Apache Kafka")
+    else:
+        cause = f"the broker's high watermark is {high_watermark}: the records of the range are not there"
+    return RangeReadTimeout(
+        f"{SOURCE_NAME}: read {read} of the {part.end - part.start} records of {part.topic}-{part.partition} "
+        f"(offsets {part.start} to {part.end}) within pollTimeoutMs={part.poll_timeout_ms} ms: {cause}. Spark retries "
+        "the task; the query fails once the retries fail too."
+    )
+
+
 def read_offset_range(part: KafkaOffsetRange) -> Iterator[tuple[Any, ...]]:
-    """Yield rows of READ_SCHEMA for exactly the records in ``part``'s range, in offset order."""
-    consumer = _cached_client(_READERS, part.bootstrap_servers,
-                              lambda: _consumer(part.bootstrap_servers, f"{SOURCE_NAME}-reader"))
+    """Yield rows of READ_SCHEMA for exactly the records in ``part``'s range, in offset order.
+
+    The whole range must be read within ``part.poll_timeout_ms``, else RangeReadTimeout: a broker answering with a
+    trickle of records fails the task instead of holding the micro-batch for good.
+
+    Each partition has its own consumer in the worker: the fetch it sends after the range's last record (kafka-python
+    fetches ahead) asks for the next micro-batch's first offsets of this partition, not of another one.
+    """
+    key = (part.bootstrap_servers, part.topic, part.partition, part.fetch_max_wait_ms)
+    reader = _cached_client(_READERS, key, lambda: PartitionReader(_consumer(
+        part.bootstrap_servers, f"{SOURCE_NAME}-reader", part.fetch_max_wait_ms)))
+    consumer = reader.consumer
     try:
         tp = TopicPartition(part.topic, part.partition)
-        consumer.assign([tp])
-        consumer.seek(tp, part.start)
+        if reader.next_offset != part.start:
+            consumer.assign([tp])
+            consumer.seek(tp, part.start)
         deadline = time.monotonic() + part.poll_timeout_ms / 1000
-        while consumer.position(tp) < part.end:
-            records = consumer.poll(timeout_ms=200).get(tp, [])
-            if records:
-                deadline = time.monotonic() + part.poll_timeout_ms / 1000
-            elif time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"{SOURCE_NAME}: no records from {tp} at offset {consumer.position(tp)} within "
-                    f"{part.poll_timeout_ms} ms while reading up to {part.end}"
-                )
+        while (position := consumer.position(tp)) < part.end:
+            if time.monotonic() > deadline:
+                raise _range_timeout(part, position, consumer.highwater(tp))
+            # At most the rest of the range: records fetched beyond it stay buffered for the next task.
+            records = consumer.poll(timeout_ms=200, max_records=part.end - position).get(tp, [])
             for rec in records:
-                if rec.offset >= part.end:
+                if rec.offset >= part.end:  # offsets can have gaps (compaction, transaction markers)
                     break
                 ts = _EPOCH + timedelta(milliseconds=rec.timestamp) if rec.timestamp >= 0 else None
                 yield (rec.key, rec.value, part.topic, part.partition, rec.offset, ts)
+        reader.next_offset = consumer.position(tp)
     except BaseException:
-        _drop_client(_READERS, part.bootstrap_servers)
+        _drop_client(_READERS, key)
         raise
 
 
@@ -265,7 +317,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _end_offsets(self) -> Offsets:
         """Current log end offsets, via one long-lived driver-side consumer."""
         if self._consumer is None:
-            self._consumer = _consumer(self.options.bootstrap_servers, f"{SOURCE_NAME}-planner")
+            self._consumer = _consumer(self.options.bootstrap_servers, f"{SOURCE_NAME}-planner",
+                                       PLANNER_FETCH_MAX_WAIT_MS)
         now = time.monotonic()
         refresh = now - self._metadata_refreshed_at >= METADATA_REFRESH_S
         self._latest_seen = log_end_offsets(self._consumer, self.options.topic, refresh_metadata=refresh)
@@ -320,6 +373,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 start=start.get(p, 0),
                 end=end[p],
                 poll_timeout_ms=self.options.poll_timeout_ms,
+                fetch_max_wait_ms=self.options.fetch_max_wait_ms,
             )
             for p in sorted(end, key=int)
             if end[p] > start.get(p, 0)

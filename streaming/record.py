@@ -33,7 +33,7 @@ from kafka import KafkaConsumer, TopicPartition
 from coordinator_state import to_json, tombstone
 
 from .broker import wait_for_broker
-from .kafka_source import log_end_offsets
+from .kafka_source import READER_FETCH_MAX_WAIT_MS, log_end_offsets
 
 Progress = Callable[[Counter[str], int], None]
 """Called about twice a second with the counts so far and the number of records waiting to be merged."""
@@ -122,7 +122,7 @@ class TopicRecorder:
         self.topic = topic
         self.consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, client_id="coordinator-record",
                                       group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
-                                      fetch_max_wait_ms=100)
+                                      fetch_max_wait_ms=READER_FETCH_MAX_WAIT_MS)
         try:
             self._position(from_beginning)
         except BaseException:
