@@ -37,7 +37,7 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
 from .gateway_stack import GatewayStack, gateway_stack, generation, read_group
-from .real_consumer import ConsumerProcess
+from .real_consumer import ConsumerProcess, missing_library
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -66,6 +66,8 @@ class RealChaos:
                              "not a run")
         if membership != "static" and scenario == "duplicate-instance":
             raise ValueError("duplicate-instance needs static members")
+        if clients != "kafka-python" and (missing := missing_library("confluent")):
+            raise ValueError(missing)
         unknown = set(timings or {}) - set(TIMINGS[engine])
         if unknown:
             raise ValueError(f"unknown timings {sorted(unknown)}: expected {sorted(TIMINGS[engine])}")
@@ -102,12 +104,12 @@ class RealChaos:
             producer.start()
             try:
                 self.current = [self._start(i) for i in range(self.members)]
-                self._wait(lambda: self._settled() and generation(stack.gateway, self.group) is not None,
+                self._wait(lambda: self._settled() and generation(stack, self.group) is not None,
                            self.settle_limit_s, "the group to form")
                 self._note("stable", None)
                 stable_at = time.time()
                 before = {p.instance_id or str(i): p.assignment() for i, p in enumerate(self.current)}
-                stable_generation = generation(stack.gateway, self.group)
+                stable_generation = generation(stack, self.group)
                 self._scenario()
                 self._stop_producing.set()
                 producer.join()
@@ -244,7 +246,7 @@ class RealChaos:
         counters = self._counters()
         latencies: dict[str, list[int]] = self.stack.gateway.call(
             lambda: {api: sorted(samples) for api, samples in server.gateway.latencies_ms.items()})
-        group = read_group(self.stack.gateway, self.group)
+        group = read_group(self.stack, self.group)
         revocations = [(p, e) for p, e in self._changes(stable_at) if e["event"] == "revoked" and e["partitions"]]
         after = {p.instance_id or str(i): p.assignment() for i, p in enumerate(self.current)}
         seen = [record for process in self.processes for record in process.records()]

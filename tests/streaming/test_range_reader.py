@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterator
 import pytest
 from kafka import KafkaProducer
 
-from streaming import kafka_source
-from streaming.broker import EmbeddedBroker, create_topics
-from streaming.fetch_cost import fill
-from streaming.kafka_source import KafkaOffsetRange, RangeReadTimeout, read_offset_range
+from coordinator_job import kafka_source
+from coordinator_job.broker import EmbeddedBroker, create_topics
+from coordinator_job.kafka_source import KafkaOffsetRange, RangeReadTimeout, read_offset_range
+from coordinator_lab.fetch_cost import fill
 
 pytestmark = pytest.mark.kafka
 

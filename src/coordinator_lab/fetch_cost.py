@@ -1,6 +1,6 @@
 """Fetch cost against log size, per fetch setting, on the embedded broker: printed, never asserted.
 
-`python -m streaming.fetch_cost` fills one partition of a fresh embedded Tansu broker in steps with
+`python -m coordinator_lab.fetch_cost` fills one partition of a fresh embedded Tansu broker in steps with
 one-record batches (as a load of many small clients writes them), and at each step, for each fetch setting,
 times with kafka-python:
 - tail read: reading the last `--read` offsets (what a source task does every micro-batch); a read that
@@ -31,8 +31,7 @@ from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from .broker import EmbeddedBroker, create_topics
-from .kafka_source import log_end_offsets
+from coordinator_job.broker import EmbeddedBroker, create_topics, log_end_offsets
 
 TOPIC = "fetch-cost"
 PERF_OFFSETS_PER_BATCH = 2  # a one-record batch of Tansu's perf producer spans two offsets
@@ -122,7 +121,7 @@ def measure(steps: Sequence[int], settings: Mapping[str, Mapping[str, int]], rea
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m streaming.fetch_cost", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m coordinator_lab.fetch_cost", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batches", default="10000,50000,150000,300000",
                         help="log sizes to measure at, in batches of the partition (comma-separated)")

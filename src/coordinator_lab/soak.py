@@ -27,10 +27,11 @@ from typing import Any
 
 from kafka import KafkaConsumer
 
-from .bench_spark import WARM_UP_BATCHES, LiveLoad, ProgressLog, log, percentile
-from .broker import EmbeddedBroker
+from coordinator_job.broker import FETCH_MAX_WAIT_MS, EmbeddedBroker, log_end_offsets
+
+from .bench_spark import WARM_UP_BATCHES, LiveLoad, percentile
 from .fetch_cost import fill
-from .kafka_source import PLANNER_FETCH_MAX_WAIT_MS, log_end_offsets
+from .measuring import ProgressLog, log
 from .traffic_gen import HEARTBEAT_INTERVAL_MS
 
 # A job that finished no micro-batch for this long while requests wait is reported as stalled.
@@ -114,8 +115,8 @@ def _broker(bootstrap_servers: str | None) -> Iterator[EmbeddedBroker | None]:
 
 def run_soak(args: argparse.Namespace, settings: Mapping[str, Any], show: Callable[[str], None]) -> dict[str, Any]:
     """Runs the soak of the module docstring; `show` gets the status line once a second. Returns the figures."""
-    from .live_job import LiveJob, ensure_topics
-    from .spark_session import build_session
+    from coordinator_job.live_job import LiveJob, ensure_topics
+    from coordinator_job.spark_session import build_session
 
     groups = max(1, math.ceil(args.rate * HEARTBEAT_INTERVAL_MS / 1000 / args.members))
     load_before = os.getloadavg()
@@ -138,7 +139,7 @@ def run_soak(args: argparse.Namespace, settings: Mapping[str, Any], show: Callab
         progress.attach(spark)
         job = LiveJob(spark, live, Path(checkpoint))
         lag_probe = KafkaConsumer(bootstrap_servers=live["bootstrap.servers"], group_id=None,
-                                  enable_auto_commit=False, fetch_max_wait_ms=PLANNER_FETCH_MAX_WAIT_MS)
+                                  enable_auto_commit=False, fetch_max_wait_ms=FETCH_MAX_WAIT_MS)
         load: LiveLoad | None = None
         try:
             job.start()

@@ -23,7 +23,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .bench_spark import ProgressLog, breakdown, log
+from coordinator_state.envelope import API, TICK, TIMESTAMP_MS, routing_group_id
+
+from .measuring import ProgressLog, breakdown, log
 from .traffic_gen import generate
 
 RESTART_TAIL_HEARTBEATS = 100
@@ -44,21 +46,21 @@ def _produce(settings: Mapping[str, Any], lines: list[bytes]) -> None:
         partitions = sorted(producer.partitions_for(topic))
         for line in lines:
             envelope = json.loads(line)
-            stamp = int(envelope["timestamp_ms"])
-            if envelope["api"] == "Tick":
+            stamp = int(envelope[TIMESTAMP_MS])
+            if envelope[API] == TICK:
                 for partition in partitions:
                     producer.send(topic, value=line, partition=partition, timestamp_ms=stamp)
             else:
-                producer.send(topic, key=str(envelope["body"]["group_id"]).encode(), value=line, timestamp_ms=stamp)
+                producer.send(topic, key=(routing_group_id(envelope) or "").encode(), value=line, timestamp_ms=stamp)
         producer.flush()
     finally:
         producer.close(timeout=10)
 
 
 def run_restart(settings: Mapping[str, Any], master: str, groups: int) -> dict[str, Any]:
-    from .broker import EmbeddedBroker
-    from .live_job import ensure_topics, start_query
-    from .spark_session import build_session
+    from coordinator_job.broker import EmbeddedBroker
+    from coordinator_job.live_job import ensure_topics, start_query
+    from coordinator_job.spark_session import build_session
 
     traffic = generate(groups, 1, 1, int(settings["coordinator.lateness.ms"]),
                        int(settings["group.initial.rebalance.delay.ms"]))

@@ -51,6 +51,8 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import BinaryType, StringType, StructType
 
+from .broker import FETCH_MAX_WAIT_MS, READER_FETCH_MAX_WAIT_MS, log_end_offsets
+
 log = logging.getLogger(__name__)
 
 SOURCE_NAME = "coordinator_kafka"
@@ -94,7 +96,7 @@ class ReaderOptions:
     starting_offsets: str = "earliest"
     max_records_per_batch: int | None = None
     poll_timeout_ms: int = 60_000
-    fetch_max_wait_ms: int = 500
+    fetch_max_wait_ms: int = READER_FETCH_MAX_WAIT_MS
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReaderOptions:
@@ -115,16 +117,6 @@ class ReaderOptions:
         )
 
 
-# How long the broker may hold a fetch. Apache Kafka answers as soon as there is a record (fetch_min_bytes 1) and
-# waits only at the log end. Tansu's in-memory store lists every batch of the partition on each fetch and stops
-# listing when the wait is up, answering with no records if it had not reached the fetch offset by then: with 5 ms,
-# reads froze once a partition held ~10^4 batches (`python -m streaming.fetch_cost` prints the figures).
-# - The planner fetches at the log end only for the high watermark, which both brokers always send: a short wait.
-PLANNER_FETCH_MAX_WAIT_MS = 5
-# - A source task fetches offsets known to exist, so a long wait costs nothing on Kafka and is Tansu's budget for
-#   its listing: Kafka's default (it holds Tansu's reads up to ~10^5 batches on a busy 2-core machine). The
-#   source's `fetchMaxWaitMs` option (the job's coordinator.source.fetch.max.wait.ms) overrides it.
-READER_FETCH_MAX_WAIT_MS = ReaderOptions.fetch_max_wait_ms
 # The planner looks partitions up again at most this often: a forced metadata refresh costs about 40 ms, once per
 # micro-batch otherwise (kafka-python, embedded broker).
 METADATA_REFRESH_S = 5.0
@@ -141,32 +133,6 @@ def _consumer(bootstrap_servers: str, client_id: str, fetch_max_wait_ms: int) ->
         auto_offset_reset="none",
         fetch_max_wait_ms=fetch_max_wait_ms,
     )
-
-
-def log_end_offsets(consumer: KafkaConsumer, topic: str, timeout_s: float = 30.0, *,
-                    refresh_metadata: bool = True) -> Offsets:
-    """Offset after the last record of every current partition of ``topic`` ({} if it does not exist).
-
-    ``ListOffsets(latest)`` alone is not enough: Tansu 0.6 answers with the last batch's base
-    offset + 1. The high watermark of a fetch is exact on every broker, so each partition is fetched
-    once from the listed offset and the larger of the two values wins.
-    """
-    if refresh_metadata:
-        consumer.topics()  # forces a metadata refresh, so partitions added since last time are seen
-    tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
-    if not tps:
-        return {}
-    listed = consumer.end_offsets(tps)
-    consumer.unsubscribe()  # drop per-partition state, including stale high watermarks
-    consumer.assign(tps)
-    for tp in tps:
-        consumer.seek(tp, listed[tp])
-    deadline = time.monotonic() + timeout_s
-    while any(consumer.highwater(tp) is None for tp in tps):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no fetch response for {topic} within {timeout_s:.0f}s")
-        consumer.poll(timeout_ms=PLANNER_FETCH_MAX_WAIT_MS)
-    return {str(tp.partition): max(listed[tp], consumer.highwater(tp)) for tp in tps}
 
 
 def cap_offsets(start: Offsets, end: Offsets, max_records: int) -> Offsets:
@@ -199,7 +165,7 @@ class KafkaOffsetRange(InputPartition):
     start: int
     end: int
     poll_timeout_ms: int
-    fetch_max_wait_ms: int = 500
+    fetch_max_wait_ms: int = READER_FETCH_MAX_WAIT_MS
 
 
 # Spark reuses its Python workers across tasks (spark.python.worker.reuse), so each worker keeps its Kafka clients:
@@ -318,7 +284,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Current log end offsets, via one long-lived driver-side consumer."""
         if self._consumer is None:
             self._consumer = _consumer(self.options.bootstrap_servers, f"{SOURCE_NAME}-planner",
-                                       PLANNER_FETCH_MAX_WAIT_MS)
+                                       FETCH_MAX_WAIT_MS)
         now = time.monotonic()
         refresh = now - self._metadata_refreshed_at >= METADATA_REFRESH_S
         self._latest_seen = log_end_offsets(self._consumer, self.options.topic, refresh_metadata=refresh)

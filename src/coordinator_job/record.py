@@ -31,9 +31,9 @@ from typing import Any, BinaryIO, NamedTuple
 from kafka import KafkaConsumer, TopicPartition
 
 from coordinator_state import to_json, tombstone
+from coordinator_state.envelope import API, TIMESTAMP_MS
 
-from .broker import wait_for_broker
-from .kafka_source import READER_FETCH_MAX_WAIT_MS, log_end_offsets
+from .broker import READER_FETCH_MAX_WAIT_MS, log_end_offsets, wait_for_broker
 
 Progress = Callable[[Counter[str], int], None]
 """Called about twice a second with the counts so far and the number of records waiting to be merged."""
@@ -79,8 +79,8 @@ def record_line(record: Fetched) -> tuple[bytes, str]:
         return record.value, "bad"
     if type(obj) is not dict:
         return record.value, "bad"
-    if "api" in obj and "timestamp_ms" not in obj and record.timestamp >= 0:
-        return to_json({**obj, "timestamp_ms": record.timestamp}).encode(), "filled"
+    if API in obj and TIMESTAMP_MS not in obj and record.timestamp >= 0:
+        return to_json({**obj, TIMESTAMP_MS: record.timestamp}).encode(), "filled"
     if b"\n" in record.value:
         return to_json(obj).encode(), "object"
     return record.value, "object"
@@ -134,7 +134,7 @@ class TopicRecorder:
         if self.topic not in topics:
             known = ", ".join(sorted(t for t in topics if not t.startswith("__"))) or "none"
             raise TopicMissing(f"topic {self.topic!r} does not exist (topics there: {known})")
-        # log_end_offsets works around brokers that under-report the end (see streaming/broker.py).
+        # log_end_offsets works around brokers that under-report the end.
         ends = log_end_offsets(self.consumer, self.topic)
         partitions = [TopicPartition(self.topic, int(p)) for p in ends]
         self.consumer.assign(partitions)
