@@ -41,7 +41,8 @@ from .traffic_gen import (
 
 # Heartbeats from this correlation id on are the measured ones (those sent during the set-up are not).
 MEASURED_CORRELATION = 100_000
-# Live members' session timeout: generous, so that a slow set-up on a loaded machine expires no one.
+# Live members' session and rebalance timeouts: generous, so that a slow set-up on a loaded machine expires no one
+# (a member that has not synced within the rebalance timeout after its join answer is removed).
 LIVE_SESSION_TIMEOUT_MS = 120_000
 WARM_UP_BATCHES = 3
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -296,7 +297,8 @@ class LiveLoad:
         for group in names:
             for member in range(self.members):
                 self.send(join_request(group, member, "", None, 1, dynamic=False,
-                                       session_timeout_ms=LIVE_SESSION_TIMEOUT_MS))
+                                       session_timeout_ms=LIVE_SESSION_TIMEOUT_MS,
+                                       rebalance_timeout_ms=LIVE_SESSION_TIMEOUT_MS))
         self.producer.flush()
         joined: dict[str, dict[int, dict[str, Any]]] = {}
         synced: dict[str, int] = {}

@@ -1,11 +1,12 @@
 """`coordinator soak`: the live job under a steady load for a chosen time; figures printed, never asserted.
 
-The load is the live benchmark's (`streaming.bench_spark.LiveLoad`): static groups of `--members` join and sync,
+The load is the live benchmark's (`coordinator_lab.bench_spark.LiveLoad`): static groups of `--members` join and sync,
 then every member heartbeats every 3 s, written straight to the request topic with kafka-python at `--rate`
 requests per second, each answer timed from its request's send to its read. A status line shows every second
 the requests sent and unanswered (and how old the oldest is), the job's lag (request records not yet read by a
 finished micro-batch), the micro-batch times and the latency of the last seconds. At the end the load stops, the
-job gets `--drain` seconds to answer the rest, and the figures are the last line of stdout.
+job gets `--drain` seconds to answer the rest and read every record written so far, and the figures are the
+last line of stdout.
 
 `--prefill-batches N` starts the job on a request log that already holds N one-record batches per partition
 (as after a long run; the job starts at the log end), to see a long run's fetch costs without waiting for them.
@@ -64,14 +65,17 @@ class Soak:
     batches_seen: int = 0
     longest_gap_s: float = 0.0
 
-    def lag(self) -> int:
-        """Request records not yet read by a finished micro-batch (the log end minus the last batch's end)."""
+    def log_end(self) -> dict[str, int]:
+        return log_end_offsets(self.lag_probe, self.topic, refresh_metadata=False)
+
+    def lag(self, ends: Mapping[str, int] | None = None) -> int:
+        """Request records below `ends` (default: the log end) not yet read by a finished micro-batch."""
         reports = self.progress.since(max(0, self.progress.mark() - 1))
         if not reports:
             return -1
         read = reports[-1]["sources"][0]["endOffset"] or {}
         read = json.loads(read) if isinstance(read, str) else read
-        ends = log_end_offsets(self.lag_probe, self.topic, refresh_metadata=False)
+        ends = self.log_end() if ends is None else ends
         return sum(max(0, end - int(read.get(p, 0))) for p, end in ends.items())
 
     def unanswered(self) -> tuple[int, float]:
@@ -153,13 +157,16 @@ def run_soak(args: argparse.Namespace, settings: Mapping[str, Any], show: Callab
             mark = progress.mark()
             log(f"soak: {args.rate:,.0f} requests/s for {args.duration:,.0f} s")
             sent = load.heartbeats(joined, args.rate, args.duration, report=lambda n: show(soak.status(n)))
+            # Drained: every request answered and every record written until now read by a finished micro-batch
+            # (the tick writer goes on writing; its later ticks are not the load's).
+            load_end = soak.log_end()
             deadline = time.monotonic() + args.drain
-            while time.monotonic() < deadline and soak.unanswered()[0]:
+            while time.monotonic() < deadline and (soak.unanswered()[0] or soak.lag(load_end)):
                 show(soak.status(sent))
                 time.sleep(1)
             under_load = progress.since(mark)
             pending, oldest_s = soak.unanswered()
-            final_lag = soak.lag()
+            final_lag = soak.lag(load_end)
         finally:
             if load is not None:
                 load.close()
@@ -177,7 +184,7 @@ def run_soak(args: argparse.Namespace, settings: Mapping[str, Any], show: Callab
         "latency_ms_p99": percentile(latencies, 99), "latency_ms_max": max(latencies, default=None),
         "batches": len(batch_ms), "batch_ms_p50": percentile(batch_ms, 50), "batch_ms_p99": percentile(batch_ms, 99),
         "batch_ms_max": max(batch_ms, default=None), "longest_s_without_a_batch": round(soak.longest_gap_s, 1),
-        "lag_max": max(soak.lags, default=None), "lag_final": final_lag, "job_failures": job.failures(),
+        "lag_max": max(soak.lags, default=None), "lag_unread_after_drain": final_lag, "job_failures": job.failures(),
         "fetch_max_wait_ms": int(live["coordinator.source.fetch.max.wait.ms"]),
         "load_average_before": [round(x, 1) for x in load_before],
         "load_average_after": [round(x, 1) for x in os.getloadavg()],
