@@ -1,14 +1,17 @@
-"""The source's range reader on a real broker, without Spark: exact ranges, a deadline for the whole range, and
-reads that do not freeze on a long embedded-broker log."""
+"""The source's range reader on a real broker: exact ranges, a deadline for the whole range, reads that do not
+freeze on a long embedded-broker log, and (with Spark) a task past its deadline retried, then the batch failed."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from kafka import KafkaProducer
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
 
 from coordinator_job import kafka_source
 from coordinator_job.broker import EmbeddedBroker, create_topics
@@ -101,3 +104,27 @@ def test_a_fetch_wait_too_short_for_the_log_fails_and_says_why(long_log: tuple[s
     with pytest.raises(RangeReadTimeout, match=f"below its high watermark {end} with too few records"):
         list(read_offset_range(part))
     assert not [key for key in kafka_source._READERS if key[3] == 1]  # the failed reader was dropped
+
+
+@pytest.mark.spark
+def test_a_source_task_that_cannot_read_in_time_is_retried_then_fails_the_batch(
+        spark: SparkSession, long_log: tuple[str, int], tmp_path: Path) -> None:
+    bootstrap, _ = long_log
+    records = (spark.readStream.format("coordinator_kafka").option("kafka.bootstrap.servers", bootstrap)
+               .option("subscribe", "long").option("startingOffsets", "latest")
+               .option("pollTimeoutMs", "1500").option("fetchMaxWaitMs", "1").load())
+    query = (records.writeStream.format("noop").option("checkpointLocation", str(tmp_path))
+             .trigger(processingTime="200 milliseconds").start())
+    try:
+        deadline = time.monotonic() + 120
+        while query.lastProgress is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        _produce(bootstrap, "long", [b"late"] * 50)  # the next batch's range: past the broker's listing budget
+        with pytest.raises(StreamingQueryException, match="RangeReadTimeout"):
+            query.awaitTermination(timeout=120)
+        tracker = spark.sparkContext.statusTracker()
+        stages = [tracker.getStageInfo(stage) for job in tracker.getJobIdsForGroup(str(query.runId))
+                  for stage in tracker.getJobInfo(job).stageIds]
+        assert [stage.numFailedTasks for stage in stages if stage.numFailedTasks] == [4]  # local[2,4]: 4 attempts
+    finally:
+        query.stop()
