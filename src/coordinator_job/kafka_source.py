@@ -168,21 +168,88 @@ class KafkaOffsetRange(InputPartition):
     fetch_max_wait_ms: int = READER_FETCH_MAX_WAIT_MS
 
 
-# Spark reuses its Python workers across tasks (spark.python.worker.reuse), so each worker keeps its Kafka clients:
-# a new client per task costs a connection, metadata and, for the idempotent producer, a producer id (measured
-# here: 27 ms for a new consumer's first fetch vs 6 ms reused, 41 ms vs 6 ms for a producer), paid by every task of
-# every micro-batch, idle ones included. A client that failed is dropped, so the retried task starts with a fresh one.
-@dataclass
-class PartitionReader:
-    """A worker's consumer of one partition, and the offset its last task read up to."""
+class RangeReadTimeout(TimeoutError):
+    """A source task did not read its offset range within ``pollTimeoutMs``: Spark fails and retries the task."""
 
-    consumer: KafkaConsumer
-    next_offset: int | None = None
+
+# The longest a reader's fetch wait grows to (kafka-python needs it below its request timeout, 305 s).
+MAX_FETCH_MAX_WAIT_MS = 8_000
+
+
+class PartitionReader:
+    """A worker's consumer of one partition, the offset its last task read up to, and its fetch wait.
+
+    The fetch wait doubles whenever the broker's fetches return nothing for two waits although its high watermark is
+    past the position: Tansu's listing of the partition's batches ran out of time (Kafka returns such records at once).
+    """
+
+    def __init__(self, part: KafkaOffsetRange) -> None:
+        self.bootstrap_servers = part.bootstrap_servers
+        self.tp = TopicPartition(part.topic, part.partition)
+        self.fetch_max_wait_ms = part.fetch_max_wait_ms
+        self.consumer = self._assigned_consumer()
+        self.next_offset: int | None = None
+
+    def _assigned_consumer(self) -> KafkaConsumer:
+        consumer = _consumer(self.bootstrap_servers, f"{SOURCE_NAME}-reader", self.fetch_max_wait_ms)
+        consumer.assign([self.tp])
+        return consumer
 
     def close(self) -> None:
         self.consumer.close()
 
+    def read(self, part: KafkaOffsetRange) -> Iterator[tuple[Any, ...]]:
+        """Rows of READ_SCHEMA for exactly the records in ``part``'s range, in offset order; RangeReadTimeout if the
+        range is not read within ``part.poll_timeout_ms``."""
+        if self.next_offset != part.start:
+            self.consumer.seek(self.tp, part.start)  # a seek drops what was fetched ahead: only when elsewhere
+        started = fed = time.monotonic()
+        while (position := self.consumer.position(self.tp)) < part.end:
+            if time.monotonic() - started > part.poll_timeout_ms / 1000:
+                raise RangeReadTimeout(self._late(part, position))
+            # At most the rest of the range: records fetched beyond it stay buffered for the next task.
+            records = self.consumer.poll(timeout_ms=200, max_records=part.end - position).get(self.tp, [])
+            if records:
+                fed = time.monotonic()
+            elif time.monotonic() - fed > max(2 * self.fetch_max_wait_ms, 400) / 1000 and self._starved(position):
+                self._widen_wait(position)
+                fed = time.monotonic()
+            for rec in records:
+                if rec.offset >= part.end:  # offsets can have gaps (compaction, transaction markers)
+                    break
+                ts = _EPOCH + timedelta(milliseconds=rec.timestamp) if rec.timestamp >= 0 else None
+                yield (rec.key, rec.value, part.topic, part.partition, rec.offset, ts)
+        self.next_offset = self.consumer.position(self.tp)
 
+    def _starved(self, position: int) -> bool:
+        high_watermark = self.consumer.highwater(self.tp)
+        return high_watermark is not None and high_watermark > position
+
+    def _widen_wait(self, position: int) -> None:
+        if self.fetch_max_wait_ms >= MAX_FETCH_MAX_WAIT_MS:
+            return
+        self.fetch_max_wait_ms = min(2 * self.fetch_max_wait_ms, MAX_FETCH_MAX_WAIT_MS)
+        log.warning("%s: fetches of %s at offset %d return nothing below the high watermark %s: fetch wait now %d ms "
+                    "(the embedded Tansu broker lists every batch of the partition on each fetch; its log is long)",
+                    SOURCE_NAME, self.tp, position, self.consumer.highwater(self.tp), self.fetch_max_wait_ms)
+        self.consumer.close()
+        self.consumer = self._assigned_consumer()
+        self.consumer.seek(self.tp, position)
+
+    def _late(self, part: KafkaOffsetRange, position: int) -> str:
+        return (f"{SOURCE_NAME}: read {position - part.start} of the {part.end - part.start} records of "
+                f"{self.tp.topic}-{self.tp.partition} (offsets {part.start} to {part.end}) within pollTimeoutMs="
+                f"{part.poll_timeout_ms} ms; the broker's high watermark is {self.consumer.highwater(self.tp)}, the "
+                f"fetch wait {self.fetch_max_wait_ms} ms. The broker answers too slowly (an embedded Tansu broker does "
+                "once its log is very long: every fetch lists every stored batch of the partition; restart it on a "
+                "fresh checkpoint, or run Apache Kafka). Spark retries the task; the query fails once the retries "
+                "fail too.")
+
+
+# Spark reuses its Python workers across tasks (spark.python.worker.reuse), so each worker keeps its Kafka clients:
+# a new client per task costs a connection, metadata and, for the idempotent producer, a producer id (measured
+# here: 27 ms for a new consumer's first fetch vs 6 ms reused, 41 ms vs 6 ms for a producer), paid by every task of
+# every micro-batch, idle ones included. A client that failed is dropped, so the retried task starts with a fresh one.
 Client = TypeVar("Client", PartitionReader, KafkaProducer)
 ReaderKey = tuple[str, str, int, int]
 """Bootstrap servers, topic, partition, fetch wait."""
@@ -206,55 +273,16 @@ def _drop_client(cache: dict[Key, Client], key: Key) -> None:
         client.close()
 
 
-class RangeReadTimeout(TimeoutError):
-    """A source task did not read its offset range within ``pollTimeoutMs``: Spark fails and retries the task."""
-
-
-def _range_timeout(part: KafkaOffsetRange, position: int, high_watermark: int | None) -> RangeReadTimeout:
-    read = position - part.start
-    if high_watermark is not None and high_watermark > position:
-        cause = (f"the broker answered fetches below its high watermark {high_watermark} with too few records; the "
-                 "embedded Tansu broker does so once a partition's log is too long for its fetch wait (every fetch "
-                 "lists every stored batch): restart it on a fresh checkpoint, or run Apache Kafka")
-    else:
-        cause = f"the broker's high watermark is {high_watermark}: the records of the range are not there"
-    return RangeReadTimeout(
-        f"{SOURCE_NAME}: read {read} of the {part.end - part.start} records of {part.topic}-{part.partition} "
-        f"(offsets {part.start} to {part.end}) within pollTimeoutMs={part.poll_timeout_ms} ms: {cause}. Spark retries "
-        "the task; the query fails once the retries fail too."
-    )
-
-
 def read_offset_range(part: KafkaOffsetRange) -> Iterator[tuple[Any, ...]]:
-    """Yield rows of READ_SCHEMA for exactly the records in ``part``'s range, in offset order.
-
-    The whole range must be read within ``part.poll_timeout_ms``, else RangeReadTimeout: a broker answering with a
-    trickle of records fails the task instead of holding the micro-batch for good.
+    """``part``'s records as rows (PartitionReader.read), by the worker's reader of the partition.
 
     Each partition has its own consumer in the worker: the fetch it sends after the range's last record (kafka-python
     fetches ahead) asks for the next micro-batch's first offsets of this partition, not of another one.
     """
     key = (part.bootstrap_servers, part.topic, part.partition, part.fetch_max_wait_ms)
-    reader = _cached_client(_READERS, key, lambda: PartitionReader(_consumer(
-        part.bootstrap_servers, f"{SOURCE_NAME}-reader", part.fetch_max_wait_ms)))
-    consumer = reader.consumer
+    reader = _cached_client(_READERS, key, lambda: PartitionReader(part))
     try:
-        tp = TopicPartition(part.topic, part.partition)
-        if reader.next_offset != part.start:
-            consumer.assign([tp])
-            consumer.seek(tp, part.start)
-        deadline = time.monotonic() + part.poll_timeout_ms / 1000
-        while (position := consumer.position(tp)) < part.end:
-            if time.monotonic() > deadline:
-                raise _range_timeout(part, position, consumer.highwater(tp))
-            # At most the rest of the range: records fetched beyond it stay buffered for the next task.
-            records = consumer.poll(timeout_ms=200, max_records=part.end - position).get(tp, [])
-            for rec in records:
-                if rec.offset >= part.end:  # offsets can have gaps (compaction, transaction markers)
-                    break
-                ts = _EPOCH + timedelta(milliseconds=rec.timestamp) if rec.timestamp >= 0 else None
-                yield (rec.key, rec.value, part.topic, part.partition, rec.offset, ts)
-        reader.next_offset = consumer.position(tp)
+        yield from reader.read(part)
     except BaseException:
         _drop_client(_READERS, key)
         raise
