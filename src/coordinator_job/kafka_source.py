@@ -11,7 +11,8 @@ Streaming read options:
   ``latestOffset(start, limit)``),
   ``pollTimeoutMs`` (default 60000: how long a task may take to read its whole offset range; past that
   it fails, and Spark retries it),
-  ``fetchMaxWaitMs`` (default 500: how long the broker may hold a task's fetch; see READER_FETCH_MAX_WAIT_MS).
+  ``fetchMaxWaitMs`` (default 500: how long the broker may hold a task's fetch, see broker.READER_FETCH_MAX_WAIT_MS;
+  a task doubles it, up to 8 s, while the broker answers with nothing below its high watermark).
 
 Offsets (stored by Spark in the checkpoint) are ``{"<partition>": <next offset>}``; partition ids
 are strings because the offsets round-trip through JSON. Partitions that appear later start at 0.

@@ -35,7 +35,7 @@ def prepare_python_workers() -> None:
 
 def build_session(settings: Mapping[str, Any], master: str | None = "local[2]",
                   app_name: str = "group-coordinator") -> SparkSession:
-    """A session for the coordinator; `master=None` leaves it to spark-submit."""
+    """A session for the coordinator; `master=None` takes spark-submit's master, else PySpark's `local[*]`."""
     from .file_source import register as register_file_source
     from .kafka_source import register as register_kafka
 

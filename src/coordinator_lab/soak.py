@@ -185,7 +185,7 @@ def run_soak(args: argparse.Namespace, settings: Mapping[str, Any], show: Callab
         "batches": len(batch_ms), "batch_ms_p50": percentile(batch_ms, 50), "batch_ms_p99": percentile(batch_ms, 99),
         "batch_ms_max": max(batch_ms, default=None), "longest_s_without_a_batch": round(soak.longest_gap_s, 1),
         "lag_max": max(soak.lags, default=None), "lag_unread_after_drain": final_lag, "job_failures": job.failures(),
-        "fetch_max_wait_ms": int(live["coordinator.source.fetch.max.wait.ms"]),
+        "fetch_max_wait_ms": live.get("coordinator.source.fetch.max.wait.ms"),
         "load_average_before": [round(x, 1) for x in load_before],
         "load_average_after": [round(x, 1) for x in os.getloadavg()],
     }
