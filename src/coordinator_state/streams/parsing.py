@@ -1,0 +1,197 @@
+"""Parsing of the streams APIs' bodies (PROTOCOL.md section 10) into the records of `records`.
+
+The same rules and validators as the classic APIs' parsing: a required field (`group_id`, `member_id`,
+`member_epoch`; `group_ids`) that is absent or mistyped, or any present field of the wrong type or range, makes
+the record invalid (`_Bad`, turned into an `Invalid` by the envelope parser); an absent optional field takes its
+JSON spec default (null where nullable, `rebalance_timeout_ms` -1, 0, "", false, []). The heartbeat also reads
+the envelope's `topic_metadata`; a malformed one makes the record invalid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ..requests import (
+    Reply,
+    _Bad,
+    _boolean,
+    _int32,
+    _int64,
+    _list,
+    _object,
+    _required,
+    _string,
+    _strings,
+    _type_name,
+)
+from .records import (
+    CopartitionGroup,
+    Endpoint,
+    StreamsGroupDescribe,
+    StreamsGroupHeartbeat,
+    Subtopology,
+    TaskIds,
+    TaskOffset,
+    TopicInfo,
+    Topology,
+)
+
+__all__ = ["parse_streams_describe", "parse_streams_heartbeat", "parse_topic_metadata"]
+
+_T = TypeVar("_T")
+
+
+def parse_streams_heartbeat(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any],
+                            topic_metadata: Any = None) -> StreamsGroupHeartbeat:
+    """A StreamsGroupHeartbeat v0 body; `topic_metadata` is the envelope's field as read (None when absent)."""
+    topology = body.get("topology")
+    return StreamsGroupHeartbeat(
+        reply, timestamp, client_host,
+        group_id=_string(_required(body, "group_id", "body"), "body.group_id"),
+        member_id=_string(_required(body, "member_id", "body"), "body.member_id"),
+        member_epoch=_int32(_required(body, "member_epoch", "body"), "body.member_epoch"),
+        endpoint_information_epoch=_int32(body.get("endpoint_information_epoch", 0), "body.endpoint_information_epoch"),
+        instance_id=_nullable(body, "instance_id", "body", _string),
+        rack_id=_nullable(body, "rack_id", "body", _string),
+        rebalance_timeout_ms=_int32(body.get("rebalance_timeout_ms", -1), "body.rebalance_timeout_ms"),
+        topology=None if topology is None else _topology(topology, "body.topology"),
+        active_tasks=_nullable(body, "active_tasks", "body", _task_ids),
+        standby_tasks=_nullable(body, "standby_tasks", "body", _task_ids),
+        warmup_tasks=_nullable(body, "warmup_tasks", "body", _task_ids),
+        process_id=_nullable(body, "process_id", "body", _string),
+        user_endpoint=_nullable(body, "user_endpoint", "body", _endpoint),
+        client_tags=_nullable(body, "client_tags", "body", _key_values),
+        task_offsets=_nullable(body, "task_offsets", "body", _task_offsets),
+        task_end_offsets=_nullable(body, "task_end_offsets", "body", _task_offsets),
+        shutdown_application=_boolean(body.get("shutdown_application", False), "body.shutdown_application"),
+        topic_metadata=parse_topic_metadata(topic_metadata),
+    )
+
+
+def parse_streams_describe(reply: Reply, timestamp: int, client_host: str,
+                           body: dict[str, Any]) -> StreamsGroupDescribe:
+    """A StreamsGroupDescribe v0 body naming exactly one group (a gateway splits and merges)."""
+    group_ids = _list(_required(body, "group_ids", "body"), "body.group_ids")
+    if len(group_ids) != 1:
+        raise _Bad(f"body.group_ids: exactly one group per envelope, got {len(group_ids)} "
+                   "(send one envelope per group)")
+    return StreamsGroupDescribe(
+        reply, timestamp, _string(group_ids[0], "body.group_ids[0]"),
+        _boolean(body.get("include_authorized_operations", False), "body.include_authorized_operations"))
+
+
+def parse_topic_metadata(value: Any) -> tuple[tuple[str, int], ...]:
+    """The envelope's `{"topics": [{"name", "partitions"}]}`: partitions >= 1, or -1 for a topic that does not
+    exist; absent or null names no topic."""
+    if value is None:
+        return ()
+    where = "topic_metadata"
+    topics = []
+    for i, item in enumerate(_list(_required(_object(value, where), "topics", where), f"{where}.topics")):
+        at = f"{where}.topics[{i}]"
+        entry = _object(item, at)
+        name = _string(_required(entry, "name", at), f"{at}.name")
+        partitions = _int32(_required(entry, "partitions", at), f"{at}.partitions")
+        if partitions < 1 and partitions != -1:
+            raise _Bad(f"{at}.partitions: {partitions} is neither a partition count (>= 1) nor -1 (no such topic)")
+        topics.append((name, partitions))
+    if len({name for name, _ in topics}) != len(topics):
+        raise _Bad(f"{where}.topics: a topic is named twice")
+    return tuple(topics)
+
+
+# ---------------------------------------------------------------------- the body's structures
+
+
+def _nullable(obj: dict[str, Any], key: str, where: str, parse: Callable[[Any, str], _T]) -> _T | None:
+    value = obj.get(key)
+    return None if value is None else parse(value, f"{where}.{key}")
+
+
+def _ranged(value: Any, where: str, low: int, high: int, kind: str) -> int:
+    if type(value) is not int:
+        raise _Bad(f"{where}: expected an {kind}, got {_type_name(value)}")
+    if not low <= value <= high:
+        raise _Bad(f"{where}: {value} is outside the {kind} range")
+    return value
+
+
+def _int16(value: Any, where: str) -> int:
+    return _ranged(value, where, -(2**15), 2**15 - 1, "int16")
+
+
+def _items(obj: dict[str, Any], key: str, where: str, parse: Callable[[Any, str], _T]) -> tuple[_T, ...]:
+    """A list field, [] when absent, each element parsed."""
+    at = f"{where}.{key}"
+    return tuple(parse(item, f"{at}[{i}]") for i, item in enumerate(_list(obj.get(key, []), at)))
+
+
+def _topology(value: Any, where: str) -> Topology:
+    obj = _object(value, where)
+    return Topology(_int32(obj.get("epoch", 0), f"{where}.epoch"),
+                    _items(obj, "subtopologies", where, _subtopology))
+
+
+def _subtopology(value: Any, where: str) -> Subtopology:
+    obj = _object(value, where)
+    return Subtopology(
+        subtopology_id=_string(obj.get("subtopology_id", ""), f"{where}.subtopology_id"),
+        source_topics=_strings(obj.get("source_topics", []), f"{where}.source_topics"),
+        source_topic_regex=_strings(obj.get("source_topic_regex", []), f"{where}.source_topic_regex"),
+        state_changelog_topics=_items(obj, "state_changelog_topics", where, _topic_info),
+        repartition_sink_topics=_strings(obj.get("repartition_sink_topics", []), f"{where}.repartition_sink_topics"),
+        repartition_source_topics=_items(obj, "repartition_source_topics", where, _topic_info),
+        copartition_groups=_items(obj, "copartition_groups", where, _copartition_group),
+    )
+
+
+def _topic_info(value: Any, where: str) -> TopicInfo:
+    obj = _object(value, where)
+    return TopicInfo(_string(obj.get("name", ""), f"{where}.name"),
+                     _int32(obj.get("partitions", 0), f"{where}.partitions"),
+                     _int16(obj.get("replication_factor", 0), f"{where}.replication_factor"),
+                     _items(obj, "topic_configs", where, _key_value))
+
+
+def _copartition_group(value: Any, where: str) -> CopartitionGroup:
+    obj = _object(value, where)
+    return CopartitionGroup(_items(obj, "source_topics", where, _int16),
+                            _items(obj, "source_topic_regex", where, _int16),
+                            _items(obj, "repartition_source_topics", where, _int16))
+
+
+def _key_value(value: Any, where: str) -> tuple[str, str]:
+    obj = _object(value, where)
+    return (_string(obj.get("key", ""), f"{where}.key"), _string(obj.get("value", ""), f"{where}.value"))
+
+
+def _key_values(value: Any, where: str) -> tuple[tuple[str, str], ...]:
+    return tuple(_key_value(item, f"{where}[{i}]") for i, item in enumerate(_list(value, where)))
+
+
+def _task_ids(value: Any, where: str) -> tuple[TaskIds, ...]:
+    entries = []
+    for i, item in enumerate(_list(value, where)):
+        at = f"{where}[{i}]"
+        obj = _object(item, at)
+        entries.append((_string(obj.get("subtopology_id", ""), f"{at}.subtopology_id"),
+                        _items(obj, "partitions", at, _int32)))
+    return tuple(entries)
+
+
+def _endpoint(value: Any, where: str) -> Endpoint:
+    obj = _object(value, where)
+    return Endpoint(_string(obj.get("host", ""), f"{where}.host"),
+                    _ranged(obj.get("port", 0), f"{where}.port", 0, 2**16 - 1, "uint16"))
+
+
+def _task_offsets(value: Any, where: str) -> tuple[TaskOffset, ...]:
+    offsets = []
+    for i, item in enumerate(_list(value, where)):
+        at = f"{where}[{i}]"
+        obj = _object(item, at)
+        offsets.append(TaskOffset(_string(obj.get("subtopology_id", ""), f"{at}.subtopology_id"),
+                                  _int32(obj.get("partition", 0), f"{at}.partition"),
+                                  _int64(obj.get("offset", 0), f"{at}.offset")))
+    return tuple(offsets)
