@@ -21,6 +21,16 @@ DEFAULTS: dict[str, int] = {
     "offsets.retention.minutes": 10080,
     "offsets.retention.check.interval.ms": 600000,
     "offset.metadata.max.bytes": 4096,
+    # Streams groups (PROTOCOL.md section 10; streams/config.py reads them).
+    "group.streams.session.timeout.ms": 45000,
+    "group.streams.heartbeat.interval.ms": 5000,
+    "group.streams.max.size": 2147483647,
+    "group.streams.num.standby.replicas": 0,
+    "group.streams.num.warmup.replicas": 0,
+    "group.streams.initial.rebalance.delay.ms": 3000,
+    "group.streams.assignment.interval.ms": 1000,
+    "group.streams.task.offset.interval.ms": 60000,
+    "group.streams.acceptable.recovery.lag": 10000,
 }
 
 
