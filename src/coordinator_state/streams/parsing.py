@@ -37,7 +37,7 @@ from .records import (
     Topology,
 )
 
-__all__ = ["parse_streams_describe", "parse_streams_heartbeat", "parse_topic_metadata"]
+__all__ = ["parse_streams_describe", "parse_streams_heartbeat", "parse_topic_metadata", "parse_topology"]
 
 _T = TypeVar("_T")
 
@@ -55,7 +55,7 @@ def parse_streams_heartbeat(reply: Reply, timestamp: int, client_host: str, body
         instance_id=_nullable(body, "instance_id", "body", _string),
         rack_id=_nullable(body, "rack_id", "body", _string),
         rebalance_timeout_ms=_int32(body.get("rebalance_timeout_ms", -1), "body.rebalance_timeout_ms"),
-        topology=None if topology is None else _topology(topology, "body.topology"),
+        topology=None if topology is None else parse_topology(topology, "body.topology"),
         active_tasks=_nullable(body, "active_tasks", "body", _task_ids),
         standby_tasks=_nullable(body, "standby_tasks", "body", _task_ids),
         warmup_tasks=_nullable(body, "warmup_tasks", "body", _task_ids),
@@ -127,7 +127,7 @@ def _items(obj: dict[str, Any], key: str, where: str, parse: Callable[[Any, str]
     return tuple(parse(item, f"{at}[{i}]") for i, item in enumerate(_list(obj.get(key, []), at)))
 
 
-def _topology(value: Any, where: str) -> Topology:
+def parse_topology(value: Any, where: str) -> Topology:
     obj = _object(value, where)
     return Topology(_int32(obj.get("epoch", 0), f"{where}.epoch"),
                     _items(obj, "subtopologies", where, _subtopology))
