@@ -12,9 +12,9 @@ import pytest
 from hypothesis import settings
 from pyspark.sql import SparkSession
 
-from streaming.broker import EmbeddedBroker, wait_for_broker
-from streaming.settings import load_settings
-from streaming.spark_session import build_session
+from coordinator_job.broker import EmbeddedBroker, wait_for_broker
+from coordinator_job.settings import load_settings
+from coordinator_job.spark_session import build_session
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from streaming.live_job import topic_specs
-from streaming.settings import DEFAULTS, env_name, load_settings
+from coordinator_job.live_job import topic_specs
+from coordinator_job.settings import DEFAULTS, env_name, load_settings
 
 COMPOSE = Path(__file__).resolve().parents[1] / "docker-compose.yml"
 

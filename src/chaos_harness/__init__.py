@@ -5,6 +5,9 @@ and `latency` record what happened. Backends: `sim.SimBackend`, the engine in me
 (`run.run_chaos`); `live.LiveBackend`, a running coordinator over its Kafka topics in real time, which
 `spark_backend.run_chaos_spark` starts as the streaming job. `demo.Demo` keeps a group of static members
 under rolling bounces for `coordinator run --demo`; `plot` draws a report's timeline (the `plot` extra).
+
+May import the product (coordinator_state, coordinator_job, kafka_gateway, group_client); never the lab
+(coordinator_lab) or the CLI. The product never imports it.
 """
 
 from .run import Backend, ChaosRun, HarnessError, Progress, describe_progress, run_chaos, summary

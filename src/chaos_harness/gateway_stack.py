@@ -1,7 +1,7 @@
 """A gateway in front of a coordinator, for real consumer processes: the stack chaos runs and benches stand up.
 
 `gateway_stack("local", ...)` puts the gateway in front of an in-process engine; `gateway_stack("spark",
-...)` in front of the streaming job (`streaming.live_job.LiveJob`, the one runner of the live job, on its own
+...)` in front of the streaming job (`coordinator_job.live_job.LiveJob`, the one runner of the live job, on its own
 topics, a fresh checkpoint and a local Spark session unless one is given), the gateway in topic mode. Both
 on the given broker or an embedded one. `read_group` reads a group back the same way in both: as admin tools
 see it through the gateway (ListGroups, DescribeGroups), with the generation the gateway last answered a
@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from kafka import KafkaAdminClient
 
+from coordinator_job.broker import broker_or_embedded
 from kafka_gateway.runner import BackgroundGateway, loopback_gateway
-from streaming.broker import broker_or_embedded
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from streaming.live_job import LiveJob
+    from coordinator_job.live_job import LiveJob
 
 ENGINES = ("local", "spark")
 # The streaming job's first micro-batch: a Spark session's start and the first query plans.

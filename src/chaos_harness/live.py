@@ -18,10 +18,10 @@ from typing import Any, Protocol
 
 from kafka import KafkaConsumer, TopicPartition
 
+from coordinator_job.record import Fetched, PartitionMerge, record_line
 from coordinator_state import ResponseKey, response_key
 from group_client.kafka_transport import KafkaTransport
 from group_client.realtime import wall_clock_ms
-from streaming.record import Fetched, PartitionMerge, record_line
 
 from .latency import LatencyLog
 from .run import HarnessError
@@ -92,7 +92,7 @@ class LiveBackend:
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], group_id: str, **kwargs: Any) -> LiveBackend:
-        """A backend on the topics of the coordinator's settings (`streaming.settings`)."""
+        """A backend on the topics of the coordinator's settings (`coordinator_job.settings`)."""
         return cls(str(settings["bootstrap.servers"]), group_id,
                    request_topic=str(settings["coordinator.requests.topic"]),
                    response_topic=str(settings["coordinator.responses.topic"]),

@@ -37,7 +37,7 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
 from .gateway_stack import GatewayStack, gateway_stack, generation, read_group
-from .real_consumer import ConsumerProcess
+from .real_consumer import ConsumerProcess, missing_library
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -66,6 +66,8 @@ class RealChaos:
                              "not a run")
         if membership != "static" and scenario == "duplicate-instance":
             raise ValueError("duplicate-instance needs static members")
+        if clients != "kafka-python" and (missing := missing_library("confluent")):
+            raise ValueError(missing)
         unknown = set(timings or {}) - set(TIMINGS[engine])
         if unknown:
             raise ValueError(f"unknown timings {sorted(unknown)}: expected {sorted(TIMINGS[engine])}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import signal
@@ -30,6 +31,14 @@ def heartbeat_interval_ms(session_timeout_ms: int) -> int:
     """A fifth of the session, at most Kafka's default 3 s (both libraries' default with the default 45 s
     session): a member that misses a couple of heartbeats keeps its session, and learns of a rebalance soon."""
     return min(3_000, max(session_timeout_ms // 5, 100))
+
+
+def missing_library(library: str) -> str | None:
+    """What to install when `library`'s client is missing (librdkafka's is an extra), None when it is there."""
+    if library == "confluent" and importlib.util.find_spec("confluent_kafka") is None:
+        return ("the librdkafka consumers need confluent-kafka, the `demo` extra: pip install "
+                "'spark-group-coordinator[demo]' (`./dev demo` and `./dev test` install it)")
+    return None
 
 
 class Reporter:
@@ -148,6 +157,8 @@ class ConsumerProcess:
     def __init__(self, library: str, bootstrap_servers: str, group: str, topic: str, instance_id: str | None = None,
                  *, session_timeout_ms: int = 10_000, rebalance_timeout_ms: int = 20_000,
                  client_id: str = "real-consumer") -> None:
+        if missing := missing_library(library):  # said here: the child's failure would only show as silence
+            raise RuntimeError(missing)
         self.library, self.instance_id = library, instance_id
         command = [sys.executable, "-m", "chaos_harness.real_consumer", "--library", library,
                    "--bootstrap-servers", bootstrap_servers, "--group", group, "--topic", topic,

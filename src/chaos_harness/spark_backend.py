@@ -2,7 +2,7 @@
 
 A run owns everything it needs: the embedded broker (unless given bootstrap servers), the coordinator's
 four topics named for this run, a fresh checkpoint, a Spark session (unless given one), and the live job
-(`streaming.live_job.LiveJob`: the production query and its tick writer). The members are `ChaosRun`'s, on
+(`coordinator_job.live_job.LiveJob`: the production query and its tick writer). The members are `ChaosRun`'s, on
 a `LiveBackend`. Coordinator restart stops the job mid-run and starts it again on the same checkpoint, on
 a worker thread (`JobControl`), so that the members keep running (and their requests pile up in the
 request topic) meanwhile. The report is the sim's plus `job`: the query's batches and their durations,
@@ -22,11 +22,11 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from coordinator_job.broker import broker_or_embedded
+from coordinator_job.live_job import LiveJob
+from coordinator_job.settings import SettingsError, load_settings
+from coordinator_job.spark_session import build_session
 from group_client.realtime import wall_clock_ms
-from streaming.broker import broker_or_embedded
-from streaming.live_job import LiveJob
-from streaming.settings import SettingsError, load_settings
-from streaming.spark_session import build_session
 
 from .live import LiveBackend
 from .run import ChaosRun, HarnessError, describe_progress
@@ -113,7 +113,7 @@ def run_chaos_spark(
     """Runs one chaos scenario against the streaming job in real time and reports as `run_chaos` does.
 
     `bootstrap_servers`: a broker to use (default: start the embedded one); `spark`: a session built like
-    `streaming.spark_session.build_session` to run the query in (default: build one, and stop it after).
+    `coordinator_job.spark_session.build_session` to run the query in (default: build one, and stop it after).
     `traffic`: where to save the request topic as the job read it, ticks included, as JSON lines.
     `status` is called after every instant with the job's status line and the run's progress.
     """

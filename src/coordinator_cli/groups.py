@@ -225,7 +225,7 @@ class RunningJob:
         """The latest value of every key of a compacted topic (a tombstone removes the key)."""
         from kafka import KafkaConsumer, TopicPartition
 
-        from streaming.kafka_source import log_end_offsets
+        from coordinator_job.broker import log_end_offsets
 
         consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id="coordinator-cli",
                                  enable_auto_commit=False, group_id=None)
@@ -254,7 +254,7 @@ class RunningJob:
     def _log_end_offsets(self, topics: Iterable[str]) -> dict[tuple[str, int], int]:
         from kafka import KafkaConsumer
 
-        from streaming.kafka_source import log_end_offsets
+        from coordinator_job.broker import log_end_offsets
 
         consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id="coordinator-cli",
                                  enable_auto_commit=False, group_id=None)

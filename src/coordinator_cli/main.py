@@ -30,7 +30,7 @@ def _settings_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _load(args: argparse.Namespace) -> dict[str, Any]:
-    from streaming.settings import load_settings
+    from coordinator_job.settings import load_settings
 
     settings = load_settings(args.conf, args.overrides)
     if getattr(args, "bootstrap_servers", None):
@@ -53,7 +53,7 @@ def check_prerequisites() -> list[str]:
 @contextlib.contextmanager
 def _broker(args: argparse.Namespace, settings: dict[str, Any]) -> Iterator[None]:
     """The embedded broker when --embedded, else the configured cluster (which must answer)."""
-    from streaming.broker import EmbeddedBroker, wait_for_broker
+    from coordinator_job.broker import EmbeddedBroker, wait_for_broker
 
     if args.embedded:
         with EmbeddedBroker() as broker:
@@ -67,11 +67,14 @@ def _broker(args: argparse.Namespace, settings: dict[str, Any]) -> Iterator[None
 
 def cmd_run(args: argparse.Namespace) -> int:
     from chaos_harness.demo import Demo
+    from chaos_harness.real_consumer import missing_library
     from chaos_harness.real_demo import RealConsumerDemo
-    from streaming.live_job import LiveJob, checkpoint_dir
-    from streaming.spark_session import build_session
+    from coordinator_job.live_job import LiveJob, checkpoint_dir
+    from coordinator_job.spark_session import build_session
 
     problems = check_prerequisites()
+    if args.demo and args.demo_clients == "real" and (missing := missing_library("confluent")):
+        problems.append(missing)
     if problems:
         print("cannot run:\n  " + "\n  ".join(problems), file=sys.stderr)
         return EXIT_FAILED
@@ -121,9 +124,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
-    from streaming.broker import EmbeddedBroker
-    from streaming.live_job import ensure_topics
-    from streaming.settings import load_settings
+    from coordinator_job.broker import EmbeddedBroker
+    from coordinator_job.live_job import ensure_topics
+    from coordinator_job.settings import load_settings
 
     with EmbeddedBroker() as broker:
         settings = load_settings(args.conf, args.overrides)
@@ -139,7 +142,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 def _replay_spark(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     """The Spark replay in bounded memory: the input is read by ranges, the responses written as they come."""
-    from streaming.replay import replay_spark_to_files, write_lines
+    from coordinator_job.replay import replay_spark_to_files, write_lines
 
     if problems := check_prerequisites():
         print("cannot run Spark:\n  " + "\n  ".join(problems), file=sys.stderr)
@@ -184,7 +187,7 @@ def _replay_spark(args: argparse.Namespace, settings: dict[str, Any]) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from streaming.replay import read_traffic, replay_local, report_bad_lines, write_result
+    from coordinator_job.replay import read_traffic, replay_local, report_bad_lines, write_result
 
     settings = _load(args)
     if args.engine == "spark":
@@ -211,13 +214,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from streaming.record import record_main
+    from coordinator_job.record import record_main
 
     return record_main(args, _load(args))
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from streaming.diff import diff_main
+    from coordinator_job.diff import diff_main
 
     return diff_main(args)
 
@@ -229,7 +232,7 @@ def cmd_groups(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from streaming.bench import bench_main
+    from coordinator_lab.bench import bench_main
 
     return bench_main(args, _load(args))
 
@@ -281,8 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
     _settings_arguments(replay)
     replay.set_defaults(handler=cmd_replay)
 
-    from streaming.diff import add_diff_arguments
-    from streaming.record import add_record_arguments
+    from coordinator_job.diff import add_diff_arguments
+    from coordinator_job.record import add_record_arguments
 
     record = commands.add_parser(
         "record", help="dump a topic (requests with ticks, responses or snapshots) to JSON lines",
@@ -319,7 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     _settings_arguments(groups)
     groups.set_defaults(handler=cmd_groups)
 
-    from streaming.bench import add_bench_arguments
+    from coordinator_lab.bench import add_bench_arguments
 
     bench = commands.add_parser("bench", help="measure the engine's speed",
                                 description="Prints progress on stderr and the figures as the last line of stdout.")
@@ -346,7 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from streaming.settings import SettingsError
+    from coordinator_job.settings import SettingsError
 
     args = build_parser().parse_args(argv)
     try:

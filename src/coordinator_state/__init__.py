@@ -3,6 +3,8 @@
 No Spark, Kafka, pandas, clock or randomness in here: requests and event times in, responses and
 timer deadlines out. `LocalCoordinator` is the whole coordinator in memory; `run_group` is the
 per-group step the Spark job calls with a group's serialised state.
+
+Imports only the standard library (and orjson, when installed): every other package builds on it.
 """
 
 from .codec import StateFormatError, decode_group, encode_group

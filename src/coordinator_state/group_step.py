@@ -18,7 +18,7 @@ from .codec import decode_group, encode_group
 from .config import EngineConfig
 from .errors import Error
 from .group import Group
-from .handlers import ABSENT_GROUP_ANSWERS, apply_request
+from .handlers import ABSENT_GROUP_ANSWERS, apply_request, offset_commit
 from .offsets import OffsetChange
 from .requests import DescribeGroups, JoinGroup, LeaveGroup, OffsetCommit, OffsetFetch, Request, SyncGroup
 from .responses import Response, envelope, error_response_body, leave_body
@@ -72,6 +72,8 @@ def handle_in_group(
     call decided, timers that came due first included; the offset changes it made are appended to
     `changes`, in order.
     """
+    if type(req) is OffsetCommit and offset_commit.names_no_partition(req):
+        return group, [offset_commit.nothing_to_commit(req, now)]  # answered before any group is looked at
     offset_changes = [] if changes is None else changes
     responses: list[Response] = []
     if group is not None:

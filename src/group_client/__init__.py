@@ -4,8 +4,11 @@
 `Transport` (`realtime.run_member` is the real-time loop); `kafka_transport.KafkaTransport` carries the
 envelopes over the coordinator's topics. The leader assigns with the `assignors` and the consumer
 protocol's encodings (`coordinator_state.consumer_protocol`, shared with the coordinator, which reads
-its members' subscriptions). The package needs kafka-python and the engine's wire vocabulary only: the
-chaos harness (`chaos_harness`) is built on it, never the other way round.
+its members' subscriptions).
+
+May import kafka-python and the engine's wire vocabulary (coordinator_state, never its coordinator); never
+Spark, the job, the gateway, the chaos harness, the lab or the CLI: the chaos harness is built on it, never
+the other way round.
 """
 
 from coordinator_state.consumer_protocol import (

@@ -206,3 +206,14 @@ def test_plot_without_matplotlib_says_how_to_install_it(tmp_path: Path) -> None:
     assert result.returncode == 2, result.stderr
     assert "pip install 'spark-group-coordinator[plot]'" in result.stderr
     assert not (tmp_path / "p.png").exists() and result.stdout == ""  # refused before the run
+
+
+def test_librdkafka_consumers_without_confluent_kafka_say_how_to_install_it() -> None:
+    """confluent-kafka is the optional `demo` extra: without it, a run with librdkafka consumers is refused before
+    anything starts, with the fix."""
+    hide_confluent = ("import sys; sys.modules['confluent_kafka'] = None; from coordinator_cli import main; "
+                      "sys.exit(main(sys.argv[1:]))")
+    result = subprocess.run([sys.executable, "-c", hide_confluent, "chaos", "--clients", "mixed", "--members", "2"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "pip install 'spark-group-coordinator[demo]'" in result.stderr and result.stdout == ""

@@ -20,7 +20,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from chaos_harness.spark_backend import job_settings, run_chaos_spark
-from streaming.replay import replay_local
+from coordinator_job.replay import replay_local
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 

@@ -74,7 +74,7 @@ class Bridge(threading.Thread):
 
 @pytest.fixture
 def topics(kafka_bootstrap: str, unique_topic: Callable[[str], str]) -> Iterator[tuple[str, str]]:
-    from streaming.broker import create_topics
+    from coordinator_job.broker import create_topics
 
     names = (unique_topic("requests"), unique_topic("responses"))
     create_topics(kafka_bootstrap, [(names[0], 1, False), (names[1], 3, False)])

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from streaming.replay import read_traffic, replay_local, write_result
-from streaming.settings import load_settings
+from coordinator_job.replay import read_traffic, replay_local, write_result
+from coordinator_job.settings import load_settings
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden"
 CASES = sorted(path.name for path in GOLDEN.iterdir() if (path / "traffic.jsonl").is_file())

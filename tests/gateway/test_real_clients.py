@@ -16,8 +16,8 @@ from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, KafkaProducer
 
 from chaos_harness.real_consumer import ConsumerProcess
+from coordinator_job.broker import create_topics
 from kafka_gateway.runner import BackgroundGateway, GatewayOptions, host_port
-from streaming.broker import create_topics
 
 pytestmark = pytest.mark.kafka
 PARTITIONS = 6

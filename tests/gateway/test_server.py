@@ -17,8 +17,8 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.protocol.api_key import ApiKey
 
+from coordinator_job.broker import EmbeddedBroker, create_topics, free_loopback_port
 from kafka_gateway.runner import BackgroundGateway, GatewayOptions, host_port
-from streaming.broker import EmbeddedBroker, create_topics, free_loopback_port
 
 from .wire import RawClient, request
 

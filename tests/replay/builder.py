@@ -11,6 +11,8 @@ from typing import Any
 
 from kafka import KafkaProducer
 
+from coordinator_job.replay import replay_local
+from coordinator_job.settings import load_settings
 from coordinator_state import (
     SIMULATION_EPOCH_MS,
     Api,
@@ -20,8 +22,6 @@ from coordinator_state import (
     tick_envelope,
     to_json,
 )
-from streaming.replay import replay_local
-from streaming.settings import load_settings
 
 
 @dataclass(frozen=True)

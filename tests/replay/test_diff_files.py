@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from coordinator_cli import main
+from coordinator_job.diff import UnreadableFile, diff_files, field_differences
 from coordinator_state import to_json
-from streaming.diff import UnreadableFile, diff_files, field_differences
 
 
 def response(reply_to: str, correlation_id: int, generation: int = 1, error: str = "NONE") -> dict[str, Any]:

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streaming import file_source
-from streaming.file_source import END_OF_INPUT_TICK, FileStreamReader, split_lines
+from coordinator_job import file_source
+from coordinator_job.file_source import END_OF_INPUT_TICK, FileStreamReader
+from coordinator_job.traffic_file import split_lines
 
 LINES = st.lists(st.sampled_from([b"", b"{}", b"x\r", b'{"api":"Tick","timestamp_ms":5}', b"\xff\xfe", b"a" * 40]),
                  max_size=30)

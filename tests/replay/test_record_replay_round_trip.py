@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from coordinator_cli import main
-from streaming.broker import create_topics
+from coordinator_job.broker import create_topics
 from tests.replay.builder import produce, stable_group_traffic
 
 pytestmark = pytest.mark.kafka

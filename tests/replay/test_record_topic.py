@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from coordinator_cli import main
+from coordinator_job.broker import create_topics, free_loopback_port
+from coordinator_job.record import Fetched, PartitionMerge, TopicRecorder, record_line
 from coordinator_state import SIMULATION_EPOCH_MS
-from streaming.broker import create_topics, free_loopback_port
-from streaming.record import Fetched, PartitionMerge, TopicRecorder, record_line
 from tests.replay.builder import TrafficRecord, produce
 
 

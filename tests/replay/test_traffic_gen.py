@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from streaming.replay import replay_local
-from streaming.settings import load_settings
-from streaming.traffic_gen import generate
+from coordinator_job.replay import replay_local
+from coordinator_job.settings import load_settings
+from coordinator_lab.traffic_gen import generate
 
 
 def test_generated_traffic_replays_to_stable_groups_and_accepted_heartbeats() -> None:

@@ -24,12 +24,12 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from coordinator_cli import main
+from coordinator_job.broker import log_end_offsets
+from coordinator_job.live_job import ensure_topics, start_query
+from coordinator_job.replay import ReplayResult, offset_tombstone, replay_local, replay_spark, tombstone
+from coordinator_job.settings import APPLY_IN_PANDAS_WITH_STATE, STATEFUL_OPERATORS, TRANSFORM_WITH_STATE, load_settings
+from coordinator_lab.traffic_gen import EPOCH_MS, join_request
 from coordinator_state import Invalid, ResponseKey, decode_record, parse_raw, response_key, tick_envelope, to_json
-from streaming.kafka_source import log_end_offsets
-from streaming.live_job import ensure_topics, start_query
-from streaming.replay import ReplayResult, offset_tombstone, replay_local, replay_spark, tombstone
-from streaming.settings import APPLY_IN_PANDAS_WITH_STATE, STATEFUL_OPERATORS, TRANSFORM_WITH_STATE, load_settings
-from streaming.traffic_gen import EPOCH_MS, join_request
 from tests.traffic import HOSTILE, build_traffic, write_traffic
 
 pytestmark = [pytest.mark.spark]

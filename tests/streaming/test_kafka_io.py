@@ -16,8 +16,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
-from streaming.broker import create_topics
-from streaming.kafka_source import (
+from coordinator_job.broker import create_topics
+from coordinator_job.kafka_source import (
     KafkaDataSource,
     KafkaOffsetRange,
     KafkaStreamReader,

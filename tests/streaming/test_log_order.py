@@ -6,7 +6,7 @@ import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streaming.job import _in_log_order
+from coordinator_job.job import _in_log_order
 
 
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 50)), unique=True, max_size=12))

@@ -20,10 +20,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from coordinator_cli.main import main
+from coordinator_job.live_job import ensure_topics, start_query
+from coordinator_job.settings import load_settings
 from group_client import GroupMember, MemberConfig, MemberState
 from group_client.kafka_transport import KafkaTransport
-from streaming.live_job import ensure_topics, start_query
-from streaming.settings import load_settings
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 TOPICS = ("coordinator.requests.topic", "coordinator.responses.topic", "coordinator.snapshots.topic",

@@ -10,9 +10,9 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from coordinator_job.job import make_parser
+from coordinator_lab.traffic_gen import EPOCH_MS, heartbeat_request, tick
 from coordinator_state import to_json
-from streaming.job import make_parser
-from streaming.traffic_gen import EPOCH_MS, heartbeat_request, tick
 
 # (kind, group, partition, time): a heartbeat of a group, a tick, or a record that is not JSON.
 Record = tuple[str, str, int, int]

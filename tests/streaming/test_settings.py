@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.settings import (
+from coordinator_job.settings import (
     APPLY_IN_PANDAS_WITH_STATE,
     DEFAULTS,
     TRANSFORM_WITH_STATE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from streaming.broker import create_topics
+from coordinator_job.broker import create_topics
 from tests.conftest import _docker_engine_answers
 
 pytestmark = pytest.mark.skipif(not _docker_engine_answers(),

@@ -21,6 +21,8 @@ PartitionResults = Sequence[tuple[str, Sequence[tuple[int, Error]]]]
 # An enum member's value and name, looked up once: a commit answers every partition.
 _CODES = {e: int(e) for e in Error}
 _NAMES = {e: e.name for e in Error}
+_NONE = Error.NONE
+_TOO_LARGE = Error.OFFSET_METADATA_TOO_LARGE
 
 
 def commit_body(version: int, error: Error, topics: PartitionResults) -> dict[str, Any]:
@@ -42,14 +44,21 @@ def refused(req: OffsetCommit, t: int, error: Error) -> Response:
     return envelope(req.reply, req.group_id, t, commit_body(req.reply.version, error, topics))
 
 
+def names_no_partition(req: OffsetCommit) -> bool:
+    """A commit with no topics, or only topics without partitions: Kafka's `KafkaApis.handleOffsetCommitRequest`
+    answers it before the coordinator is called (PROTOCOL.md 8), so no group is created or checked."""
+    return not any(topic.partitions for topic in req.topics)
+
+
+def nothing_to_commit(req: OffsetCommit, t: int) -> Response:
+    """The answer to a commit that names no partition: error NONE and an empty `topics` list."""
+    return envelope(req.reply, req.group_id, t, commit_body(req.reply.version, _NONE, []))
+
+
 def absent_group(req: OffsetCommit, t: int) -> Response | None:
     """The answer for a group that does not exist, or None when the commit creates a simple group."""
     error = absent_group_commit_error(req.reply.version, req.generation_id)
     return None if error is None else refused(req, t, error)
-
-
-_NONE = Error.NONE
-_TOO_LARGE = Error.OFFSET_METADATA_TOO_LARGE
 
 
 def handle_offset_commit(group: Group, req: OffsetCommit, t: int) -> None:

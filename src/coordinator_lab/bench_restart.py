@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .bench_spark import ProgressLog, breakdown, log
+from .measuring import ProgressLog, breakdown, log
 from .traffic_gen import generate
 
 RESTART_TAIL_HEARTBEATS = 100
@@ -56,9 +56,9 @@ def _produce(settings: Mapping[str, Any], lines: list[bytes]) -> None:
 
 
 def run_restart(settings: Mapping[str, Any], master: str, groups: int) -> dict[str, Any]:
-    from .broker import EmbeddedBroker
-    from .live_job import ensure_topics, start_query
-    from .spark_session import build_session
+    from coordinator_job.broker import EmbeddedBroker
+    from coordinator_job.live_job import ensure_topics, start_query
+    from coordinator_job.spark_session import build_session
 
     traffic = generate(groups, 1, 1, int(settings["coordinator.lateness.ms"]),
                        int(settings["group.initial.rebalance.delay.ms"]))

@@ -49,6 +49,8 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import BinaryType, StringType, StructType
 
+from .broker import FETCH_MAX_WAIT_MS, log_end_offsets
+
 log = logging.getLogger(__name__)
 
 SOURCE_NAME = "coordinator_kafka"
@@ -111,7 +113,6 @@ class ReaderOptions:
         )
 
 
-FETCH_MAX_WAIT_MS = 5
 # The planner looks partitions up again at most this often: a forced metadata refresh costs about 40 ms, once per
 # micro-batch otherwise (kafka-python, embedded broker).
 METADATA_REFRESH_S = 5.0
@@ -126,35 +127,8 @@ def _consumer(bootstrap_servers: str, client_id: str) -> KafkaConsumer:
         enable_auto_commit=False,
         # Never skip silently past data that retention removed: fail the task instead.
         auto_offset_reset="none",
-        # A fetch at the log end (every offset lookup makes one) waits this long for data that is not there.
         fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
     )
-
-
-def log_end_offsets(consumer: KafkaConsumer, topic: str, timeout_s: float = 30.0, *,
-                    refresh_metadata: bool = True) -> Offsets:
-    """Offset after the last record of every current partition of ``topic`` ({} if it does not exist).
-
-    ``ListOffsets(latest)`` alone is not enough: Tansu 0.6 answers with the last batch's base
-    offset + 1. The high watermark of a fetch is exact on every broker, so each partition is fetched
-    once from the listed offset and the larger of the two values wins.
-    """
-    if refresh_metadata:
-        consumer.topics()  # forces a metadata refresh, so partitions added since last time are seen
-    tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
-    if not tps:
-        return {}
-    listed = consumer.end_offsets(tps)
-    consumer.unsubscribe()  # drop per-partition state, including stale high watermarks
-    consumer.assign(tps)
-    for tp in tps:
-        consumer.seek(tp, listed[tp])
-    deadline = time.monotonic() + timeout_s
-    while any(consumer.highwater(tp) is None for tp in tps):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no fetch response for {topic} within {timeout_s:.0f}s")
-        consumer.poll(timeout_ms=FETCH_MAX_WAIT_MS)
-    return {str(tp.partition): max(listed[tp], consumer.highwater(tp)) for tp in tps}
 
 
 def cap_offsets(start: Offsets, end: Offsets, max_records: int) -> Offsets:

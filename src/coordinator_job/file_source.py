@@ -48,21 +48,13 @@ def records_batch(values: list[bytes], first_offset: int) -> pa.RecordBatch:
         pa.nulls(n, pa.timestamp("us", tz="UTC"))], schema=ARROW_SCHEMA)
 
 
-def split_lines(data: bytes) -> list[bytes]:
-    """The records of a traffic file: one per line; a final newline ends the last line, it adds none."""
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    return [line.removesuffix(b"\r") for line in lines]
-
-
 # The end-of-input record; at time 0 it cannot move the watermark, so the file need not be parsed to place it.
 END_OF_INPUT_TICK = to_json(tick_envelope(0)).encode()
 
 
 def _read_lines(fh: BinaryIO, size: int | None) -> Iterator[bytes]:
-    """The lines of the next `size` bytes of `fh` (all that is left if None) as `split_lines` cuts them, but for
-    the "\\r" it leaves; read a chunk at a time, so a file larger than memory can be read."""
+    """The lines of the next `size` bytes of `fh` (all that is left if None) as `traffic_file.split_lines` cuts
+    them, but for the "\\r" it leaves; read a chunk at a time, so a file larger than memory can be read."""
     remaining = math.inf if size is None else size
     pending = b""
     while remaining > 0 and (chunk := fh.read(int(min(SCAN_CHUNK_BYTES, remaining)))):

@@ -31,7 +31,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 from pyspark import Accumulator
-from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import Column, DataFrame, GroupedData, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState as SparkGroupState
 from pyspark.sql.streaming.state import GroupStateTimeout
@@ -83,6 +83,8 @@ PARSED_ARROW_SCHEMA = pa.schema([
     ("reply_tos", pa.list_(pa.string()))])
 
 Parser = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+# Step 3: the packs grouped by (invalid, group id) in, output rows of OUTPUT_SCHEMA out.
+StatefulOperator = Callable[[GroupedData], DataFrame]
 
 
 class _Pack:
@@ -332,21 +334,6 @@ def _rows(rows: list[OutputRow]) -> Iterator[Row]:
     return (_OutputRow(topic, key, value) for topic, key, value in rows)
 
 
-class EmptyProcessor(StatefulProcessor):
-    """The benchmark's ceiling under `transformWithState`: reads its rows, answers nothing, keeps nothing."""
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        pass
-
-    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Row]:
-        for _ in rows:
-            pass
-        return iter([])
-
-    def close(self) -> None:
-        pass
-
-
 def _in_log_order(rows: pd.DataFrame) -> bool:
     """True if the rows already come in (partition, offset) order, as they almost always do. A pandas sort
     of a group's few rows costs more than the engine's work on them; this check costs a fiftieth of it."""
@@ -364,20 +351,28 @@ def _records_where(condition: Column) -> Column:
     return F.sum(F.when(condition, F.col("count")).otherwise(0))
 
 
-def _empty_step(key: tuple[Any, ...], batches: Iterator[pd.DataFrame],
-                state: SparkGroupState) -> Iterator[pd.DataFrame]:
-    """The benchmark's ceiling: the same operator with no coordinator logic (reads its rows, answers nothing)."""
-    for _ in batches:
-        pass
-    yield pd.DataFrame({"topic": [], "key": [], "value": []})
+def coordinator_operator(settings: Mapping[str, Any], live: bool,
+                         late_requests: Accumulator[int] | None = None) -> StatefulOperator:
+    """Step 3: the configured stateful operator running `CoordinatorStep` on every group's packs."""
+
+    def apply(grouped: GroupedData) -> DataFrame:
+        if stateful_operator(settings) == TRANSFORM_WITH_STATE:
+            return grouped.transformWithState(CoordinatorProcessor(settings, live, late_requests), OUTPUT_SCHEMA,
+                                              "Append", "EventTime")
+        return grouped.applyInPandasWithState(make_group_step(settings, live, late_requests), OUTPUT_SCHEMA,
+                                              STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
+
+    return apply
 
 
 def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: bool, source: str = "topic",
-                   late_requests: Accumulator[int] | None = None, empty_group_step: bool = False) -> DataFrame:
+                   late_requests: Accumulator[int] | None = None,
+                   operator: StatefulOperator | None = None) -> DataFrame:
     """The whole query from a DataFrame of records (value binary, partition, offset, timestamp) to output rows.
 
     `late_requests`, if given, counts the requests processed after the watermark had passed them;
-    `empty_group_step` replaces the coordinator by a function that answers nothing (the benchmark's ceiling).
+    `operator` replaces step 3 (default: `coordinator_operator`), so a measurement can run the same plan
+    around another operator.
     """
     lateness = int(settings["coordinator.lateness.ms"])
     skew = int(settings["coordinator.max.clock.skew.ms"]) if live else None
@@ -401,9 +396,4 @@ def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: boo
         "event_time", metadata={"spark.watermarkDelayMs": lateness})
     grouped = parsed.filter(F.col("kind") != "tick").select(*OPERATOR_COLUMNS, never_late).groupBy(
         "invalid", "group_id")
-    if stateful_operator(settings) == TRANSFORM_WITH_STATE:
-        processor = EmptyProcessor() if empty_group_step else CoordinatorProcessor(settings, live, late_requests)
-        return grouped.transformWithState(processor, OUTPUT_SCHEMA, "Append", "EventTime")
-    step = _empty_step if empty_group_step else make_group_step(settings, live, late_requests)
-    return grouped.applyInPandasWithState(step, OUTPUT_SCHEMA, STATE_SCHEMA, "append",
-                                          GroupStateTimeout.EventTimeTimeout)
+    return (operator or coordinator_operator(settings, live, late_requests))(grouped)

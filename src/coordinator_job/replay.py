@@ -19,8 +19,8 @@ from typing import Any, BinaryIO
 from coordinator_state import OffsetChange, ReplayDriver, to_json
 from coordinator_state import tombstone as tombstone_record
 
-from .file_source import split_lines
 from .settings import engine_config
+from .traffic_file import split_lines
 
 Progress = Callable[[int, int], None]
 

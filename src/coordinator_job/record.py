@@ -32,8 +32,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from coordinator_state import to_json, tombstone
 
-from .broker import wait_for_broker
-from .kafka_source import log_end_offsets
+from .broker import log_end_offsets, wait_for_broker
 
 Progress = Callable[[Counter[str], int], None]
 """Called about twice a second with the counts so far and the number of records waiting to be merged."""
@@ -134,7 +133,7 @@ class TopicRecorder:
         if self.topic not in topics:
             known = ", ".join(sorted(t for t in topics if not t.startswith("__"))) or "none"
             raise TopicMissing(f"topic {self.topic!r} does not exist (topics there: {known})")
-        # log_end_offsets works around brokers that under-report the end (see streaming/broker.py).
+        # log_end_offsets works around brokers that under-report the end.
         ends = log_end_offsets(self.consumer, self.topic)
         partitions = [TopicPartition(self.topic, int(p)) for p in ends]
         self.consumer.assign(partitions)

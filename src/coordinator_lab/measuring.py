@@ -1,0 +1,90 @@
+"""What the benchmarks share: their progress lines on stderr, and Spark's progress reports of a session with
+the per-stage figures summed from them."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from typing import Any
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+
+class ProgressLog:
+    """Every progress report of every query of the session, as parsed JSON, via a query listener."""
+
+    def __init__(self) -> None:
+        self.reports: list[dict[str, Any]] = []
+        self.terminated = 0  # queries ended since `attach`
+        self.changed = threading.Condition()
+
+    def attach(self, spark: Any) -> None:
+        from pyspark.sql.streaming.listener import StreamingQueryListener
+
+        log = self
+
+        class Listener(StreamingQueryListener):
+            def onQueryStarted(self, event: Any) -> None:
+                pass
+
+            def onQueryProgress(self, event: Any) -> None:
+                with log.changed:
+                    log.reports.append(json.loads(event.progress.json))
+
+            def onQueryIdle(self, event: Any) -> None:
+                pass
+
+            def onQueryTerminated(self, event: Any) -> None:
+                with log.changed:
+                    log.terminated += 1
+                    log.changed.notify_all()
+
+        spark.streams.addListener(Listener())
+
+    def since(self, mark: int) -> list[dict[str, Any]]:
+        with self.changed:
+            return list(self.reports[mark:])
+
+    def mark(self) -> int:
+        with self.changed:
+            return len(self.reports)
+
+    def ended(self) -> int:
+        with self.changed:
+            return self.terminated
+
+    def await_end(self, ended_before: int, timeout_s: float = 30.0) -> None:
+        """Waits until a query ended after `ended()` said `ended_before`. Spark's listener bus delivers a query's
+        events in order, so by then every progress report of that query is here."""
+        with self.changed:
+            if not self.changed.wait_for(lambda: self.terminated > ended_before, timeout_s):
+                raise TimeoutError(f"no query-terminated event within {timeout_s:g} s")
+
+
+DURATION_KEYS = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets",
+                 "triggerExecution")
+
+
+def breakdown(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """Spark's own per-stage figures summed over the reports: where each micro-batch's time went."""
+    totals = dict.fromkeys(DURATION_KEYS, 0)
+    state: dict[str, float] = {}
+    for report in reports:
+        for key in DURATION_KEYS:
+            totals[key] += int((report.get("durationMs") or {}).get(key, 0))
+        for operator in report.get("stateOperators") or []:
+            for key in ("allUpdatesTimeMs", "allRemovalsTimeMs", "commitTimeMs"):
+                state[key] = state.get(key, 0) + float(operator.get(key) or 0)
+            for key, value in (operator.get("customMetrics") or {}).items():
+                if key in ("rocksdbCommitFlushLatency", "rocksdbCommitCompactLatency", "rocksdbCommitFileSyncLatencyMs",
+                           "rocksdbCommitCheckpointLatency", "rocksdbGetLatency", "rocksdbPutLatency"):
+                    state[key] = state.get(key, 0) + float(value or 0)
+    last_state = ((reports[-1].get("stateOperators") or [{}])[0]) if reports else {}
+    return {"batches": len(reports), "duration_ms": totals, "state_store_ms": state,
+            "state_rows": last_state.get("numRowsTotal"), "state_memory_bytes": last_state.get("memoryUsedBytes"),
+            "state_sst_bytes": (last_state.get("customMetrics") or {}).get("rocksdbSstFileSize")}

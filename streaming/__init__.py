@@ -1,1 +1,0 @@
-"""The shell around the engine: the Spark job, the Kafka and file sources and sinks, the CLI."""
