@@ -10,7 +10,7 @@ but the view. Every store goes through a method here that bumps `version` when t
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import replace
 from enum import StrEnum
 
@@ -96,7 +96,9 @@ class StreamsGroup:
 
     # ------------------------------------------------------------------ stores
 
-    def set_view(self, topics: Iterable[tuple[str, int]], t: int) -> None:
+    def set_view(self, topics: Sequence[tuple[str, int]], t: int) -> None:
+        if not topics:
+            return
         view = dict(self.topic_view)
         view.update(topics)
         if view != self.topic_view:
@@ -105,6 +107,8 @@ class StreamsGroup:
 
     def put_member(self, member: StreamsMember, t: int) -> None:
         old = self.members.get(member.member_id)
+        if old is member:
+            return
         self.members[member.member_id] = member
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member.member_id

@@ -149,8 +149,10 @@ class _Heartbeat:
         member, replaced = self._member()
         updated = updated_member(member, self.req)
         topology = self._topology()
-        required = {topic: self.group.topic_view.get(topic, -1) for topic in topology.required_topics()}
         new_topology = self.group.topology is None
+        required = self.group.configured_view
+        if new_topology or self.req.topic_metadata:  # the view changes only with topic_metadata
+            required = {topic: self.group.topic_view.get(topic, -1) for topic in topology.required_topics()}
         metadata_changed = self.group.configured is not None and required != self.group.configured_view
         configured = (configure_topics(topology, self.group.topic_view)
                       if new_topology or metadata_changed or self.group.configured is None else self.group.configured)
@@ -160,7 +162,7 @@ class _Heartbeat:
         known = member.member_id in self.group.members
         bump = (
             (not known and replaced is None)
-            or epoch_relevant_change(replaced or member, updated)
+            or (updated is not member and epoch_relevant_change(replaced or member, updated))
             or metadata_changed or new_topology
             or validated != self.group.validated_topology_epoch
             or self.group.standby_replicas_at_bump != self.settings.num_standby_replicas
@@ -240,7 +242,7 @@ class _Heartbeat:
                configured: ConfiguredTopology, required: dict[str, int], validated: int,
                bump: bool) -> HeartbeatOutcome:
         group, req, t, settings = self.group, self.req, self.t, self.settings
-        was_empty, state_before = not group.members, group.state
+        was_empty = not group.members
         if replaced is not None:
             group.replace_member(replaced.member_id, updated, t)
         else:
@@ -266,10 +268,10 @@ class _Heartbeat:
             else:
                 group.compute_targets(t)
 
+        # The state derives from what the snapshot shows (members' epochs and states, the epochs, the validated
+        # topology epoch), each store of which is a change already.
         reconciled = self._reconcile(updated)
         group.put_member(reconciled, t)
-        if group.state is not state_before:
-            group.changed(t)
         group.timers.schedule(SESSION_TIMER, reconciled.member_id, t + settings.session_timeout_ms)
 
         if configured.status is not None:

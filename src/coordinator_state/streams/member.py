@@ -62,6 +62,11 @@ def updated_member(member: StreamsMember, req: StreamsGroupHeartbeat) -> Streams
     """The member with the heartbeat's fields: null ones unchanged, but a join sets `user_endpoint` as given
     (GroupMetadataManager.streamsGroupHeartbeat, step 1)."""
     unchanged_timeout = req.rebalance_timeout_ms == -1
+    if (unchanged_timeout and req.member_epoch != 0 and req.reply.client_id == member.client_id
+            and req.client_host == member.client_host and req.instance_id in (None, member.instance_id)
+            and req.rack_id is None and req.process_id is None and req.user_endpoint is None
+            and req.client_tags is None and req.task_offsets is None and req.task_end_offsets is None):
+        return member  # the usual heartbeat: nothing to update
     return replace(
         member,
         instance_id=req.instance_id if req.instance_id is not None else member.instance_id,

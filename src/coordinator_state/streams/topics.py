@@ -113,6 +113,8 @@ def topic_exists(view: Mapping[str, int], topic: str) -> bool:
 
 def configure_topics(topology: Topology, view: Mapping[str, int]) -> ConfiguredTopology:
     """InternalTopicManager.configureTopics against `view`; raises `TopologyRefused` where Kafka throws."""
+    if topology.epoch < 0:  # ConfiguredTopology refuses it (IllegalArgumentException)
+        raise TopologyRefused(Error.UNKNOWN_SERVER_ERROR, f"topology epoch {topology.epoch} is negative")
     subtopologies = sorted(topology.subtopologies, key=lambda s: s.subtopology_id)
     if len({s.subtopology_id for s in subtopologies}) != len(subtopologies):
         raise TopologyRefused(Error.UNKNOWN_SERVER_ERROR, "the topology names a subtopology id twice")
