@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config import EngineConfig
 from ..output import from_json, to_json
 from ..timers import Timers
-from .config import StreamsConfig
 from .group import StreamsGroup
 from .member import StreamsMember
 from .parsing import parse_topology
@@ -49,12 +49,12 @@ def encode_streams_group(group: StreamsGroup) -> bytes:
     return to_json(data).encode()
 
 
-def decode_streams_group(raw: bytes, settings: StreamsConfig, retention_ms: int) -> StreamsGroup:
+def decode_streams_group(raw: bytes, config: EngineConfig) -> StreamsGroup:
     data = from_json(raw)
     if data.get("format") != FORMAT:
         raise StreamsStateFormatError(f"streams group state format {data.get('format')!r} is not {FORMAT}: "
                                       "it was written by another release; run the release that wrote it")
-    group = StreamsGroup(data["group_id"], data["clock"], settings, retention_ms)
+    group = StreamsGroup(data["group_id"], data["clock"], config)
     group.group_epoch, group.assignment_epoch = data["group_epoch"], data["assignment_epoch"]
     group.topology = None if data["topology"] is None else parse_topology(data["topology"], "topology")
     group.configured_view = dict(data["configured_view"])

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from enum import StrEnum
 
+from ..config import EngineConfig
 from ..timers import HEARTBEAT_TIMER, JOIN_TIMER, RETENTION_TIMER, SYNC_TIMER, Timers
 from .assignor import AssignorMember, SubtopologyTasks, assign
-from .config import StreamsConfig
 from .member import StreamsMember
 from .reconciliation import CurrentOwners, MemberState
 from .records import Topology
@@ -43,10 +43,10 @@ class GroupState(StrEnum):
 class StreamsGroup:
     """One streams group (StreamsGroup): its data, its state, fencing, target assignment and timers."""
 
-    def __init__(self, group_id: str, created_ms: int, settings: StreamsConfig, retention_ms: int) -> None:
+    def __init__(self, group_id: str, created_ms: int, config: EngineConfig) -> None:
         self.group_id = group_id
-        self.settings = settings
-        self.retention_ms = retention_ms
+        self.settings = config.streams
+        self.retention_ms = config.empty_group_retention_ms
         self.group_epoch = 1  # a new group starts at epoch 1 (TargetAssignmentMetadata.INITIAL, KAFKA-20268)
         self.assignment_epoch = 1
         self.topology: Topology | None = None

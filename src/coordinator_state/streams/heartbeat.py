@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..config import EngineConfig
 from ..errors import Error
 from .answers import endpoint_entry, heartbeat_body, leave_body
-from .config import StreamsConfig
 from .group import INITIAL_TIMER, REBALANCE_TIMER, SESSION_TIMER, StreamsGroup
 from .member import StreamsMember, epoch_relevant_change, new_member, updated_member
 from .reconciliation import MemberState, reconcile
@@ -79,8 +79,8 @@ def request_check(req: StreamsGroupHeartbeat) -> tuple[Error, str] | None:
     return None
 
 
-def streams_heartbeat(group: StreamsGroup | None, req: StreamsGroupHeartbeat, t: int, settings: StreamsConfig,
-                      retention_ms: int) -> HeartbeatOutcome:
+def streams_heartbeat(group: StreamsGroup | None, req: StreamsGroupHeartbeat, t: int,
+                      config: EngineConfig) -> HeartbeatOutcome:
     """One StreamsGroupHeartbeat at `t` against the streams group of its id (None: there is none)."""
     if group is not None:
         group.set_view(req.topic_metadata, t)
@@ -90,7 +90,7 @@ def streams_heartbeat(group: StreamsGroup | None, req: StreamsGroupHeartbeat, t:
             raise _Refused(*refusal)
         if req.member_epoch < 0:
             return _leave(group, req, t)
-        return _Heartbeat(group, req, t, settings, retention_ms).run()
+        return _Heartbeat(group, req, t, config).run()
     except _Refused as refused:
         return HeartbeatOutcome(group, heartbeat_body(refused.error, message=str(refused)))
     except TopologyRefused as refused:
@@ -134,14 +134,13 @@ def _static_holder(group: StreamsGroup, req: StreamsGroupHeartbeat) -> StreamsMe
 class _Heartbeat:
     """A heartbeat of epoch >= 0: checks first (`_admit`), then the stores (`_apply`)."""
 
-    def __init__(self, group: StreamsGroup | None, req: StreamsGroupHeartbeat, t: int, settings: StreamsConfig,
-                 retention_ms: int) -> None:
-        self.req, self.t, self.settings = req, t, settings
+    def __init__(self, group: StreamsGroup | None, req: StreamsGroupHeartbeat, t: int, config: EngineConfig) -> None:
+        self.req, self.t, self.settings = req, t, config.streams
         self.creating = group is None
         if group is None:
             if req.member_epoch != 0:
                 raise _Refused(Error.GROUP_ID_NOT_FOUND, f"Streams group {req.group_id} not found.")
-            group = StreamsGroup(req.group_id, t, settings, retention_ms)
+            group = StreamsGroup(req.group_id, t, config)
             group.set_view(req.topic_metadata, t)
         self.group = group
 

@@ -12,16 +12,16 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from coordinator_state.config import EngineConfig
 from coordinator_state.requests import Reply
 from coordinator_state.streams.codec import decode_streams_group, encode_streams_group
-from coordinator_state.streams.config import StreamsConfig
 from coordinator_state.streams.group import StreamsGroup
 from coordinator_state.streams.heartbeat import streams_heartbeat
 from coordinator_state.streams.records import StreamsGroupHeartbeat, Subtopology, TopicInfo, Topology
 from coordinator_state.streams.tasks import TaskId, tasks_to_wire
 from coordinator_state.streams.views import snapshot
 
-SETTINGS = StreamsConfig.from_mapping({"group.streams.initial.rebalance.delay.ms": 0,
+CONFIG = EngineConfig.from_mapping({"group.streams.initial.rebalance.delay.ms": 0,
                                        "group.streams.assignment.interval.ms": 0,
                                        "group.streams.session.timeout.ms": 10000,
                                        "group.streams.num.standby.replicas": 1})
@@ -91,14 +91,14 @@ def _run(steps: list[tuple[str, int, int]], through_codec: bool) -> list[Any]:
             action = "join"
         epoch = {"join": 0, "leave": -1, "temporary_leave": -2 if client.instance_id else -1}.get(
             action, client.epoch if client.epoch is not None else 0)
-        outcome = streams_heartbeat(group, _request(client, epoch, t, n), t, SETTINGS, 600000)
+        outcome = streams_heartbeat(group, _request(client, epoch, t, n), t, CONFIG)
         group = outcome.group
         _apply_answer(client, outcome.body, epoch)
         seen.append(outcome.body)
         if group is None:
             continue
         if through_codec:
-            group = decode_streams_group(encode_streams_group(group), SETTINGS, 600000)
+            group = decode_streams_group(encode_streams_group(group), CONFIG)
         seen.append(snapshot(group))
         group_epochs = _check_invariants(group, last_epochs, group_epochs)
     return seen
@@ -106,7 +106,8 @@ def _run(steps: list[tuple[str, int, int]], through_codec: bool) -> list[Any]:
 
 def _check_invariants(group: StreamsGroup, last_epochs: dict[str, int], before: tuple[int, int]) -> tuple[int, int]:
     # no active task owned by two members at once (assigned or pending revocation)
-    owners = Counter(task for m in group.members.values() for task in (*m.assigned.active, *m.pending_revocation.active))
+    owners = Counter(task for m in group.members.values()
+                     for task in (*m.assigned.active, *m.pending_revocation.active))
     assert all(count == 1 for count in owners.values()), owners
     # a -2 member's tasks go to nobody else while it is in the group
     for member in group.members.values():
