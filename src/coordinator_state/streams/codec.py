@@ -1,4 +1,4 @@
-"""A streams group's state as bytes for Spark's state store: JSON, versioned by `format`, add-only, no pickle.
+"""A streams group's stored state as JSON values (the engine's codec adds the format and the group type).
 
 Everything a group needs to go on exactly as it would have: members (task offsets included), targets, epochs,
 topology, topic view, timers with their sequence numbers, the time of the last assignment and the shutdown request.
@@ -8,10 +8,10 @@ with (configure_topics depends on nothing else), so it can never disagree with t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..config import EngineConfig
-from ..output import from_json, to_json
 from ..timers import Timers
 from .group import StreamsGroup
 from .member import StreamsMember
@@ -22,18 +22,12 @@ from .tasks import AssignedTasks, TaskId, TaskSets
 from .topics import configure_topics
 from .views import topology_to_json
 
-__all__ = ["FORMAT", "StreamsStateFormatError", "decode_streams_group", "encode_streams_group"]
-
-FORMAT = 1
+__all__ = ["decode_streams_group", "encode_streams_group"]
 
 
-class StreamsStateFormatError(ValueError):
-    """Stored state this version cannot read (written by a newer, incompatible release)."""
-
-
-def encode_streams_group(group: StreamsGroup) -> bytes:
-    data = {
-        "format": FORMAT, "group_type": "streams", "group_id": group.group_id,
+def encode_streams_group(group: StreamsGroup) -> dict[str, Any]:
+    return {
+        "group_id": group.group_id,
         "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
         "topology": None if group.topology is None else topology_to_json(group.topology),
         "configured": group.configured is not None, "configured_view": sorted(group.configured_view.items()),
@@ -46,14 +40,9 @@ def encode_streams_group(group: StreamsGroup) -> bytes:
         "shutdown_requested": group.shutdown_requested, "timers": group.timers.to_json(),
         "clock": group.clock, "version": group.version, "changed_at": group.changed_at,
     }
-    return to_json(data).encode()
 
 
-def decode_streams_group(raw: bytes, config: EngineConfig) -> StreamsGroup:
-    data = from_json(raw)
-    if data.get("format") != FORMAT:
-        raise StreamsStateFormatError(f"streams group state format {data.get('format')!r} is not {FORMAT}: "
-                                      "it was written by another release; run the release that wrote it")
+def decode_streams_group(data: Mapping[str, Any], config: EngineConfig) -> StreamsGroup:
     group = StreamsGroup(data["group_id"], data["clock"], config)
     group.group_epoch, group.assignment_epoch = data["group_epoch"], data["assignment_epoch"]
     group.topology = None if data["topology"] is None else parse_topology(data["topology"], "topology")

@@ -6,6 +6,11 @@ assignment epoch, the topology as first received, the topology configured agains
 timers (session and rebalance timeout per member, the initial delay, retention once Empty). A request builds every
 new value first and stores them only once it has succeeded (`heartbeat.py`), so a refused request changes nothing
 but the view. Every store goes through a method here that bumps `version` when the snapshot changes.
+
+An event is atomic all the same (`begin`, `commit`, `undo`): the group's attributes are saved by reference when it
+starts, and each change to the contents of `members`, `static_members` and `targets` (the only containers changed
+in place; the others are replaced whole) records its before-image, like the timers' own journal; undoing puts them
+back. Members being immutable, that costs O(what the event changed).
 """
 
 from __future__ import annotations
@@ -13,8 +18,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from enum import StrEnum
+from typing import Any
 
 from ..config import EngineConfig
+from ..journal import MISSING, Journal
+from ..responses import Response
 from ..timers import HEARTBEAT_TIMER, JOIN_TIMER, RETENTION_TIMER, SYNC_TIMER, Timers
 from .assignor import AssignorMember, SubtopologyTasks, assign
 from .member import StreamsMember
@@ -43,8 +51,12 @@ class GroupState(StrEnum):
 class StreamsGroup:
     """One streams group (StreamsGroup): its data, its state, fencing, target assignment and timers."""
 
-    def __init__(self, group_id: str, created_ms: int, config: EngineConfig) -> None:
+    group_type = "streams"
+
+    def __init__(self, group_id: str, created_ms: int, config: EngineConfig, fresh: bool = False) -> None:
         self.group_id = group_id
+        self.config = config
+        self.fresh = fresh  # created for the join being handled (PROTOCOL.md section 10's creation artifacts)
         self.settings = config.streams
         self.retention_ms = config.empty_group_retention_ms
         self.group_epoch = 1  # a new group starts at epoch 1 (TargetAssignmentMetadata.INITIAL, KAFKA-20268)
@@ -66,6 +78,54 @@ class StreamsGroup:
         self.version = 1
         self.changed_at = created_ms
         self.removed = False
+        self.out: list[Response] = []
+        self._saved: dict[str, object] | None = None
+        self._undo: list[tuple[dict[str, object], str, object]] = []
+
+    # ------------------------------------------------------------------ atomic events
+
+    def begin(self) -> None:
+        self._saved = dict(self.__dict__)
+        self._undo = []
+        self.timers.journal = Journal((), len(self.out), self.timers.next_seq)
+
+    def commit(self) -> None:
+        self._saved = None
+        self._undo = []
+        self.timers.journal = None
+
+    def undo(self) -> None:
+        """Puts the group back as it was at `begin` (an event that raised)."""
+        saved, journal = self._saved, self.timers.journal
+        assert saved is not None and journal is not None
+        for container, key, old in reversed(self._undo):
+            if old is MISSING:
+                container.pop(key, None)
+            else:
+                container[key] = old
+        journal.undo_entries()
+        self.__dict__.update(saved)
+        self.timers.next_seq = journal.timer_seq
+        self.timers.rebuild_heap()
+        del self.out[journal.out_length:]
+        self.commit()
+
+    def _put(self, container: dict[str, Any], key: str, value: Any) -> None:
+        if self._saved is not None:
+            self._undo.append((container, key, container.get(key, MISSING)))
+        container[key] = value
+
+    def _pop(self, container: dict[str, Any], key: str) -> Any:
+        if self._saved is not None and key in container:
+            self._undo.append((container, key, container[key]))
+        return container.pop(key, None)
+
+    def drain(self) -> list[Response]:
+        out, self.out = self.out, []
+        return out
+
+    def drain_offset_changes(self) -> list[Any]:
+        return []
 
     # ------------------------------------------------------------------ state
 
@@ -109,28 +169,28 @@ class StreamsGroup:
         old = self.members.get(member.member_id)
         if old is member:
             return
-        self.members[member.member_id] = member
+        self._put(self.members, member.member_id, member)
         if member.instance_id is not None:
-            self.static_members[member.instance_id] = member.member_id
+            self._put(self.static_members, member.instance_id, member.member_id)
         self.timers.cancel(RETENTION_TIMER)
         if old is None or _shown(old) != _shown(member):
             self.changed(t)
 
     def replace_member(self, old_id: str, member: StreamsMember, t: int) -> None:
         """A static member's restart under a new id takes the replaced member's target (replaceStreamsMember)."""
-        del self.members[old_id]
+        self._pop(self.members, old_id)
         if old_id in self.targets:
-            self.targets[member.member_id] = self.targets.pop(old_id)
+            self._put(self.targets, member.member_id, self._pop(self.targets, old_id))
         self.put_member(member, t)
         self.changed(t)
 
     def fence(self, member_id: str, t: int) -> None:
         """streamsGroupFenceMember: the member is removed and the group epoch rises by 1; the last one out also
         sets the assignment epoch to the group epoch (KAFKA-20442)."""
-        member = self.members.pop(member_id)
+        member = self._pop(self.members, member_id)
         if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
-            del self.static_members[member.instance_id]
-        self.targets.pop(member_id, None)
+            self._pop(self.static_members, member.instance_id)
+        self._pop(self.targets, member_id)
         self.timers.cancel(SESSION_TIMER, member_id)
         self.timers.cancel(REBALANCE_TIMER, member_id)
         self.bump_group_epoch()

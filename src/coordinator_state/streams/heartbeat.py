@@ -136,7 +136,7 @@ class _Heartbeat:
 
     def __init__(self, group: StreamsGroup | None, req: StreamsGroupHeartbeat, t: int, config: EngineConfig) -> None:
         self.req, self.t, self.settings = req, t, config.streams
-        self.creating = group is None
+        self.creating = group is None or group.fresh
         if group is None:
             if req.member_epoch != 0:
                 raise _Refused(Error.GROUP_ID_NOT_FOUND, f"Streams group {req.group_id} not found.")
@@ -294,6 +294,7 @@ class _Heartbeat:
             partitions_by_user_endpoint=partitions)
         create = ([topic.to_create() for topic in configured.topics_to_create]
                   if configured.status is Status.MISSING_INTERNAL_TOPICS else None)
+        group.fresh = False
         return HeartbeatOutcome(group, body, create)
 
     def _reconcile(self, member: StreamsMember) -> StreamsMember:

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coordinator_state.config import EngineConfig
+from coordinator_state.output import from_json, to_json
 from coordinator_state.requests import Reply
 from coordinator_state.streams.codec import decode_streams_group, encode_streams_group
 from coordinator_state.streams.group import StreamsGroup
@@ -98,7 +99,7 @@ def _run(steps: list[tuple[str, int, int]], through_codec: bool) -> list[Any]:
         if group is None:
             continue
         if through_codec:
-            group = decode_streams_group(encode_streams_group(group), CONFIG)
+            group = decode_streams_group(from_json(to_json(encode_streams_group(group)).encode()), CONFIG)
         seen.append(snapshot(group))
         group_epochs = _check_invariants(group, last_epochs, group_epochs)
     return seen
