@@ -5,7 +5,7 @@
 topics, a fresh checkpoint and a local Spark session unless one is given), the gateway in topic mode. Both
 on the given broker or an embedded one. `read_group` reads a group back the same way in both: as admin tools
 see it through the gateway (ListGroups, DescribeGroups), with the generation the gateway last answered a
-JoinGroup of it with.
+JoinGroup of it with (`JoinGenerations`, which watches the gateway's answers: no Kafka API tells it).
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafka import KafkaAdminClient
+from kafka.protocol.api_key import ApiKey
 
 from coordinator_job.broker import broker_or_embedded
+from kafka_gateway.gateway import Answered
 from kafka_gateway.runner import BackgroundGateway, loopback_gateway
 
 if TYPE_CHECKING:
@@ -30,6 +32,21 @@ ENGINES = ("local", "spark")
 JOB_READY_TIMEOUT_S = 180.0
 
 
+class JoinGenerations:
+    """Per group, the generation of the latest JoinGroup the gateway answered without error: the coordinator's
+    count of rebalances as its clients saw it, whichever coordinator is behind the gateway."""
+
+    def __init__(self) -> None:
+        self.latest: dict[str, int] = {}
+
+    def __call__(self, answered: Answered) -> None:
+        """The gateway's answer observer (called on its loop)."""
+        generation = answered.body.get("generation_id")
+        if (answered.api_key == ApiKey.JoinGroup and answered.body.get("error_code") == 0
+                and isinstance(generation, int)):
+            self.latest[str(answered.parts[0].get("group_id"))] = generation
+
+
 @dataclass(frozen=True)
 class GatewayStack:
     """A running gateway, its upstream broker and, with the spark engine, the streaming job behind it."""
@@ -38,6 +55,7 @@ class GatewayStack:
     bootstrap_servers: str
     gateway: BackgroundGateway
     job: LiveJob | None
+    generations: JoinGenerations
 
 
 @contextlib.contextmanager
@@ -50,6 +68,7 @@ def gateway_stack(engine: str, coordinator_config: Mapping[str, Any], *, bootstr
     with contextlib.ExitStack() as stack:
         bootstrap = stack.enter_context(broker_or_embedded(bootstrap_servers))
         job: LiveJob | None = None
+        generations = JoinGenerations()
         if engine == "spark":
             from .spark_backend import fresh_live_job, job_settings
 
@@ -57,29 +76,27 @@ def gateway_stack(engine: str, coordinator_config: Mapping[str, Any], *, bootstr
             job = stack.enter_context(fresh_live_job(settings, spark))
             job.start()
             job.wait_ready(JOB_READY_TIMEOUT_S)
-            gateway = loopback_gateway(bootstrap, "topics", settings)
+            gateway = loopback_gateway(bootstrap, "topics", settings, generations)
         else:
-            gateway = loopback_gateway(bootstrap, "local", coordinator_config)
-        yield GatewayStack(engine, bootstrap, stack.enter_context(gateway), job)
+            gateway = loopback_gateway(bootstrap, "local", coordinator_config, generations)
+        yield GatewayStack(engine, bootstrap, stack.enter_context(gateway), job, generations)
 
 
-def generation(gateway: BackgroundGateway, group: str) -> int | None:
+def generation(stack: GatewayStack, group: str) -> int | None:
     """The generation of the latest JoinGroup of `group` the gateway answered without error, None before any."""
-    server = gateway.server
-    assert server is not None
-    found: int | None = gateway.call(lambda: server.gateway.generations.get(group))
+    found: int | None = stack.gateway.call(lambda: stack.generations.latest.get(group))
     return found
 
 
-def read_group(gateway: BackgroundGateway, group: str) -> dict[str, Any]:
+def read_group(stack: GatewayStack, group: str) -> dict[str, Any]:
     """`group` as an admin client sees it through the gateway: whether ListGroups lists it, its state, its
     members' instance ids (DescribeGroups), and its generation (`generation`)."""
-    admin = KafkaAdminClient(bootstrap_servers=gateway.address, client_id="gateway-stack-admin")
+    admin = KafkaAdminClient(bootstrap_servers=stack.gateway.address, client_id="gateway-stack-admin")
     try:
         listed = group in [g["group_id"] for g in admin.list_groups()]
         described = admin.describe_groups([group])[group]
     finally:
         admin.close()
     members = described["members"] or []
-    return {"listed": listed, "state": described["group_state"], "generation_id": generation(gateway, group),
+    return {"listed": listed, "state": described["group_state"], "generation_id": generation(stack, group),
             "members": len(members), "instance_ids": sorted(str(m["group_instance_id"]) for m in members)}

@@ -104,12 +104,12 @@ class RealChaos:
             producer.start()
             try:
                 self.current = [self._start(i) for i in range(self.members)]
-                self._wait(lambda: self._settled() and generation(stack.gateway, self.group) is not None,
+                self._wait(lambda: self._settled() and generation(stack, self.group) is not None,
                            self.settle_limit_s, "the group to form")
                 self._note("stable", None)
                 stable_at = time.time()
                 before = {p.instance_id or str(i): p.assignment() for i, p in enumerate(self.current)}
-                stable_generation = generation(stack.gateway, self.group)
+                stable_generation = generation(stack, self.group)
                 self._scenario()
                 self._stop_producing.set()
                 producer.join()
@@ -246,7 +246,7 @@ class RealChaos:
         counters = self._counters()
         latencies: dict[str, list[int]] = self.stack.gateway.call(
             lambda: {api: sorted(samples) for api, samples in server.gateway.latencies_ms.items()})
-        group = read_group(self.stack.gateway, self.group)
+        group = read_group(self.stack, self.group)
         revocations = [(p, e) for p, e in self._changes(stable_at) if e["event"] == "revoked" and e["partitions"]]
         after = {p.instance_id or str(i): p.assignment() for i, p in enumerate(self.current)}
         seen = [record for process in self.processes for record in process.records()]

@@ -27,16 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from coordinator_state import (
-    Api,
-    described_group,
-    is_tombstone,
-    list_groups_body,
-    request_envelope,
-)
+from coordinator_state import ListGroups, Reply, described_group
 from coordinator_state.consumer_protocol import from_base64
+from coordinator_state.envelope import BODY, CORRELATION_ID, Api, answer_list_groups, is_tombstone, request_envelope
 from group_client import ProtocolError, decode_assignment
 
+CLI_CLIENT_ID = "coordinator-cli"  # the CLI's Kafka client id and its requests' client_id
 MISSING = "-"  # what kafka-consumer-groups.sh prints for a value it does not know
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -156,13 +152,19 @@ class ReplayFiles:
                     line["committed_offset"])
 
     def list_groups(self, states: Sequence[str]) -> list[dict[str, Any]]:
-        return list(list_groups_body(5, self.snapshots.values(), states)["groups"])
+        return _listed(self.snapshots.values(), states)
 
     def describe(self, group: str) -> GroupView:
         return GroupView(described_group(group, self.snapshots.get(group), 5, False), self.offsets.get(group, {}))
 
     def remove_members(self, group: str, instance_ids: Sequence[str]) -> dict[str, Any]:
         raise UsageError("--remove-members needs a running job, not a replay's output")
+
+
+def _listed(snapshots: Iterable[Mapping[str, Any]], states: Sequence[str]) -> list[dict[str, Any]]:
+    """The groups a ListGroups v5 with this states filter lists, answered as a gateway answers it."""
+    request = ListGroups(Reply(Api.LIST_GROUPS, 5, 0, CLI_CLIENT_ID, ""), 0, tuple(states), ())
+    return list(answer_list_groups(request, snapshots)[BODY]["groups"])
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -179,8 +181,8 @@ class RunningJob:
         self.timeout_ms = timeout_ms
         self.bootstrap = str(settings["bootstrap.servers"])
         self.description = f"the job on {self.bootstrap}"
-        self.reply_to = f"coordinator-cli-{secrets.token_hex(6)}"
-        self.transport = KafkaTransport(self.bootstrap, client_id="coordinator-cli",
+        self.reply_to = f"{CLI_CLIENT_ID}-{secrets.token_hex(6)}"
+        self.transport = KafkaTransport(self.bootstrap, client_id=CLI_CLIENT_ID,
                                         request_topic=str(settings["coordinator.requests.topic"]),
                                         response_topic=str(settings["coordinator.responses.topic"]))
         self._correlation_id = 0
@@ -193,17 +195,17 @@ class RunningJob:
         self._correlation_id += 1
         correlation_id = self._correlation_id
         self.transport.send(request_envelope(api, body, version=version, correlation_id=correlation_id,
-                                             client_id="coordinator-cli", reply_to=self.reply_to, timestamp_ms=None))
+                                             client_id=CLI_CLIENT_ID, reply_to=self.reply_to, timestamp_ms=None))
         deadline = time.monotonic() + self.timeout_ms / 1000
         while (left := deadline - time.monotonic()) > 0:
             for response in self.transport.receive(self.reply_to, timeout_ms=int(left * 1000)):
-                if response.get("correlation_id") == correlation_id:
-                    return dict(response["body"])
+                if response.get(CORRELATION_ID) == correlation_id:
+                    return dict(response[BODY])
         raise TimeoutError(f"no answer to {api} from the job within {self.timeout_ms} ms (is it running?)")
 
     def list_groups(self, states: Sequence[str]) -> list[dict[str, Any]]:
         snapshots = self._read_compacted(str(self.settings["coordinator.snapshots.topic"]))
-        return list(list_groups_body(5, snapshots.values(), states)["groups"])
+        return _listed(snapshots.values(), states)
 
     def describe(self, group: str) -> GroupView:
         described = self.ask(Api.DESCRIBE_GROUPS, 5, {"groups": [group], "include_authorized_operations": False})
@@ -227,7 +229,7 @@ class RunningJob:
 
         from coordinator_job.broker import log_end_offsets
 
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id="coordinator-cli",
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id=CLI_CLIENT_ID,
                                  enable_auto_commit=False, group_id=None)
         try:
             ends = log_end_offsets(consumer, topic)
@@ -256,7 +258,7 @@ class RunningJob:
 
         from coordinator_job.broker import log_end_offsets
 
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id="coordinator-cli",
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id=CLI_CLIENT_ID,
                                  enable_auto_commit=False, group_id=None)
         try:
             existing = consumer.topics()  # a topic the broker does not have has no log end offset (-)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coordinator_state import is_tombstone, response_key
+from coordinator_state.envelope import API, BODY, GROUP_ID, is_tombstone, response_key
 
 KINDS = ("responses", "snapshots", "dead-letters", "traffic")
 NOT_JSON = object()
@@ -126,9 +126,9 @@ def line_kind(value: Any) -> str:
     if isinstance(value, dict):
         if "source" in value and "reason" in value:
             return "dead-letters"
-        if isinstance(value.get("body"), dict) and "error_code" in value["body"] and "api" in value:
+        if isinstance(value.get(BODY), dict) and "error_code" in value[BODY] and API in value:
             return "responses"
-        if "api" not in value and "group_id" in value and ("state" in value or is_tombstone(value)):
+        if API not in value and GROUP_ID in value and ("state" in value or is_tombstone(value)):
             return "snapshots"
     return "traffic"
 

@@ -53,6 +53,7 @@ from coordinator_state import (
     run_group,
     to_json,
 )
+from coordinator_state.envelope import REPLY_TO
 
 from .settings import TRANSFORM_WITH_STATE, engine_config, stateful_operator
 
@@ -127,7 +128,7 @@ def make_parser(max_clock_skew_ms: int | None, source: str) -> Parser:
                     # The dead letter already holds the record: the raw value is not shuffled a second time.
                     pack.letters.append(to_json(letter))
                     pack.answers.append(None if response is None else to_json(response))
-                    pack.reply_tos.append(None if response is None else response["reply_to"])
+                    pack.reply_tos.append(None if response is None else response[REPLY_TO])
                 else:
                     pack.records.append(raw)
                     pack.record_ts.append(ts)
@@ -202,7 +203,7 @@ class CoordinatorStep:
         outcome = run_group(stored, watermark_ms, requests, self.config)
         if self.late_requests is not None and outcome.late_requests:
             self.late_requests.add(outcome.late_requests)
-        out: list[OutputRow] = [(self.responses_topic, r["reply_to"], to_json(r)) for r in outcome.responses]
+        out: list[OutputRow] = [(self.responses_topic, r[REPLY_TO], to_json(r)) for r in outcome.responses]
         for change in outcome.offset_changes:
             record = change.record()
             out.append((self.offsets_topic, change.key, None if record is None else to_json(record)))

@@ -21,7 +21,7 @@ from pyspark import Accumulator
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from coordinator_state import to_json
+from coordinator_state import tick_envelope, to_json
 
 from .broker import create_topics
 from .settings import ROOT
@@ -59,7 +59,7 @@ def checkpoint_dir(settings: Mapping[str, Any], override: str | Path | None = No
 
 
 class TickWriter:
-    """Writes `{"api": "Tick", "timestamp_ms": now}` to every request partition every tick interval.
+    """Writes a Tick stamped with the wall clock to every request partition every tick interval.
 
     Event time only moves when records arrive; ticks let sessions expire while every client is silent.
     """
@@ -80,7 +80,7 @@ class TickWriter:
     def tick(self) -> None:
         """Writes one tick to every partition, stamped with the wall clock."""
         now = time.time_ns() // 1_000_000
-        value = to_json({"api": "Tick", "timestamp_ms": now}).encode()
+        value = to_json(tick_envelope(now)).encode()
         for partition in sorted(self.producer.partitions_for(self.topic)):
             self.producer.send(self.topic, value=value, partition=partition)
         self.producer.flush()

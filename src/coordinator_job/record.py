@@ -31,6 +31,7 @@ from typing import Any, BinaryIO, NamedTuple
 from kafka import KafkaConsumer, TopicPartition
 
 from coordinator_state import to_json, tombstone
+from coordinator_state.envelope import API, TIMESTAMP_MS
 
 from .broker import log_end_offsets, wait_for_broker
 
@@ -78,8 +79,8 @@ def record_line(record: Fetched) -> tuple[bytes, str]:
         return record.value, "bad"
     if type(obj) is not dict:
         return record.value, "bad"
-    if "api" in obj and "timestamp_ms" not in obj and record.timestamp >= 0:
-        return to_json({**obj, "timestamp_ms": record.timestamp}).encode(), "filled"
+    if API in obj and TIMESTAMP_MS not in obj and record.timestamp >= 0:
+        return to_json({**obj, TIMESTAMP_MS: record.timestamp}).encode(), "filled"
     if b"\n" in record.value:
         return to_json(obj).encode(), "object"
     return record.value, "object"

@@ -23,6 +23,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from coordinator_state.envelope import API, TICK, TIMESTAMP_MS, routing_group_id
+
 from .measuring import ProgressLog, breakdown, log
 from .traffic_gen import generate
 
@@ -44,12 +46,12 @@ def _produce(settings: Mapping[str, Any], lines: list[bytes]) -> None:
         partitions = sorted(producer.partitions_for(topic))
         for line in lines:
             envelope = json.loads(line)
-            stamp = int(envelope["timestamp_ms"])
-            if envelope["api"] == "Tick":
+            stamp = int(envelope[TIMESTAMP_MS])
+            if envelope[API] == TICK:
                 for partition in partitions:
                     producer.send(topic, value=line, partition=partition, timestamp_ms=stamp)
             else:
-                producer.send(topic, key=str(envelope["body"]["group_id"]).encode(), value=line, timestamp_ms=stamp)
+                producer.send(topic, key=(routing_group_id(envelope) or "").encode(), value=line, timestamp_ms=stamp)
         producer.flush()
     finally:
         producer.close(timeout=10)

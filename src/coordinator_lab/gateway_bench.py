@@ -36,7 +36,7 @@ from typing import Any
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
-from chaos_harness.gateway_stack import ENGINES, gateway_stack, generation, read_group
+from chaos_harness.gateway_stack import ENGINES, GatewayStack, gateway_stack, generation, read_group
 from chaos_harness.real_consumer import ConsumerProcess
 from coordinator_job.broker import broker_or_embedded
 from kafka_gateway.runner import BackgroundGateway
@@ -72,13 +72,13 @@ def _first(consumer: ConsumerProcess, event: str, timeout_s: float = 60) -> floa
     return float(next(e["t"] for e in consumer.events if e["event"] == event))
 
 
-def measure_group(gateway: BackgroundGateway, bootstrap: str, library: str,
+def measure_group(stack: GatewayStack, bootstrap: str, library: str,
                   session_timeout_ms: int) -> dict[str, float]:
     """Seconds for 3 static consumers to form a group, and for a restarted one to get its partitions back."""
     topic, group = _topic(bootstrap, PARTITIONS), f"bench-{uuid.uuid4().hex[:8]}"
 
     def member(instance_id: str) -> ConsumerProcess:
-        return ConsumerProcess(library, gateway.address, group, topic, instance_id,
+        return ConsumerProcess(library, stack.gateway.address, group, topic, instance_id,
                                session_timeout_ms=session_timeout_ms,
                                rebalance_timeout_ms=max(session_timeout_ms, 20_000))
 
@@ -87,13 +87,13 @@ def measure_group(gateway: BackgroundGateway, bootstrap: str, library: str,
         started = max(_first(m, "started") for m in members)
         deadline = time.monotonic() + FORM_LIMIT_S
         while not (sorted(p for m in members for p in m.assignment() or []) == list(range(PARTITIONS))
-                   and generation(gateway, group) is not None):
+                   and generation(stack, group) is not None):
             if time.monotonic() > deadline:
                 seen = {m.instance_id: [e["event"] for e in m.events if e["event"] != "records"][-6:] for m in members}
                 raise TimeoutError(f"{library}: the group did not form; the members saw {seen}")
             time.sleep(0.01)
         formed = max(_first(m, "assigned") for m in members) - started
-        stable = read_group(gateway, group)
+        stable = read_group(stack, group)
         if (stable["state"], stable["members"]) != ("Stable", 3):
             raise AssertionError(f"{library}: every member has its partitions, but the group is {stable}")
         before = members[0].assignment()
@@ -101,7 +101,7 @@ def measure_group(gateway: BackgroundGateway, bootstrap: str, library: str,
         again = member(str(members[0].instance_id))
         members[0] = again
         rejoined = _first(again, "assigned", FORM_LIMIT_S) - _first(again, "started")
-        if again.assignment() != before or generation(gateway, group) != stable["generation_id"]:
+        if again.assignment() != before or generation(stack, group) != stable["generation_id"]:
             raise AssertionError(f"{library}: the restarted member was not given its partitions back as they were")
         return {"form_s": round(formed, 3), "rejoin_s": round(rejoined, 3)}
     finally:
@@ -175,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 figures[engine] = {}
                 for library in LIBRARIES:
                     print(f"engine {engine}, {library}: a static group of 3 and a restart", file=sys.stderr)
-                    figures[engine][library] = {**measure_group(stack.gateway, bootstrap, library,
+                    figures[engine][library] = {**measure_group(stack, bootstrap, library,
                                                                 args.session_timeout_ms),
                                                 "load_average": _load_average()}
                 if stack.job is not None:

@@ -16,12 +16,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coordinator_state import LocalCoordinator, to_json
+from coordinator_state.envelope import (
+    API,
+    BODY,
+    GROUP_ID,
+    REPLY_TO,
+    SIMULATION_EPOCH_MS,
+    TICK,
+    Api,
+    Error,
+    request_envelope,
+    tick_envelope,
+)
 
-EPOCH_MS = 1_700_000_000_000
 HEARTBEAT_INTERVAL_MS = 3000
 SESSION_TIMEOUT_MS = 30_000
 METADATA = base64.b64encode(b"consumer-metadata").decode()
-MEMBER_ID_REQUIRED = 79
 
 
 def is_dynamic(member: int) -> bool:
@@ -37,48 +47,35 @@ def client_name(group: str, member: int) -> str:
     return f"{group}-c{member}"
 
 
+def _request(api: Api, version: int, body: dict[str, Any], group: str, member: int, t: int | None,
+             correlation_id: int) -> dict[str, Any]:
+    """A request of member `member` of `group`, whose client id and reply_to are its client's name."""
+    client = client_name(group, member)
+    return request_envelope(api, body, version=version, correlation_id=correlation_id, client_id=client,
+                            reply_to=client, timestamp_ms=t)
+
+
 def join_request(group: str, member: int, member_id: str, t: int | None, correlation_id: int, *, dynamic: bool,
                  session_timeout_ms: int = SESSION_TIMEOUT_MS) -> dict[str, Any]:
-    client = client_name(group, member)
-    request: dict[str, Any] = {
-        "api": "JoinGroup", "version": 9, "correlation_id": correlation_id, "client_id": client, "reply_to": client,
-        "body": {"group_id": group, "session_timeout_ms": session_timeout_ms, "rebalance_timeout_ms": 60_000,
-                 "member_id": member_id, "group_instance_id": instance_id(group, member, dynamic),
-                 "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": METADATA}],
-                 "reason": None}}
-    if t is not None:
-        request["timestamp_ms"] = t
-    return request
+    body = {"group_id": group, "session_timeout_ms": session_timeout_ms, "rebalance_timeout_ms": 60_000,
+            "member_id": member_id, "group_instance_id": instance_id(group, member, dynamic),
+            "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": METADATA}], "reason": None}
+    return _request(Api.JOIN_GROUP, 9, body, group, member, t, correlation_id)
 
 
 def sync_request(group: str, member: int, member_id: str, generation: int, assignments: list[str], t: int | None,
                  correlation_id: int, *, dynamic: bool) -> dict[str, Any]:
-    client = client_name(group, member)
-    request: dict[str, Any] = {
-        "api": "SyncGroup", "version": 5, "correlation_id": correlation_id, "client_id": client, "reply_to": client,
-        "body": {"group_id": group, "generation_id": generation, "member_id": member_id,
-                 "group_instance_id": instance_id(group, member, dynamic),
-                 "protocol_type": "consumer", "protocol_name": "range",
-                 "assignments": [{"member_id": m, "assignment": METADATA} for m in assignments]}}
-    if t is not None:
-        request["timestamp_ms"] = t
-    return request
+    body = {"group_id": group, "generation_id": generation, "member_id": member_id,
+            "group_instance_id": instance_id(group, member, dynamic), "protocol_type": "consumer",
+            "protocol_name": "range", "assignments": [{"member_id": m, "assignment": METADATA} for m in assignments]}
+    return _request(Api.SYNC_GROUP, 5, body, group, member, t, correlation_id)
 
 
 def heartbeat_request(group: str, member: int, member_id: str, generation: int, t: int | None,
                       correlation_id: int, *, dynamic: bool) -> dict[str, Any]:
-    client = client_name(group, member)
-    request: dict[str, Any] = {
-        "api": "Heartbeat", "version": 4, "correlation_id": correlation_id, "client_id": client, "reply_to": client,
-        "body": {"group_id": group, "generation_id": generation, "member_id": member_id,
-                 "group_instance_id": instance_id(group, member, dynamic)}}
-    if t is not None:
-        request["timestamp_ms"] = t
-    return request
-
-
-def tick(t: int) -> dict[str, Any]:
-    return {"api": "Tick", "timestamp_ms": t}
+    body = {"group_id": group, "generation_id": generation, "member_id": member_id,
+            "group_instance_id": instance_id(group, member, dynamic)}
+    return _request(Api.HEARTBEAT, 4, body, group, member, t, correlation_id)
 
 
 @dataclass
@@ -93,8 +90,8 @@ class Traffic:
 
     def add(self, envelope: dict[str, Any]) -> None:
         self.lines.append(to_json(envelope).encode())
-        api = str(envelope["api"])
-        if api == "Tick":
+        api = str(envelope[API])
+        if api == TICK:
             self.ticks += 1
         else:
             self.requests += 1
@@ -106,14 +103,14 @@ def generate(groups: int, members: int, rounds: int, lateness_ms: int, initial_d
     coordinator = LocalCoordinator({"group.initial.rebalance.delay.ms": initial_delay_ms})
     traffic = Traffic(members=groups * members)
     names = [f"group-{g}" for g in range(groups)]
-    t_join = EPOCH_MS
+    t_join = SIMULATION_EPOCH_MS
     for group in names:
         for member in range(members):
             request = join_request(group, member, "", t_join, 1, dynamic=is_dynamic(member))
             traffic.add(request)
             for response in coordinator.handle(request):
-                if response["body"]["error_code"] == MEMBER_ID_REQUIRED:
-                    rejoin = join_request(group, member, response["body"]["member_id"], t_join, 2, dynamic=True)
+                if response[BODY]["error_code"] == Error.MEMBER_ID_REQUIRED:
+                    rejoin = join_request(group, member, response[BODY]["member_id"], t_join, 2, dynamic=True)
                     traffic.add(rejoin)
                     coordinator.handle(rejoin)
     # KIP-134: the initial delay is extended while members keep arriving; step the clock until it ends.
@@ -124,12 +121,12 @@ def generate(groups: int, members: int, rounds: int, lateness_ms: int, initial_d
         answers += coordinator.advance_to(t_joined)
         if t_joined > t_join + 10 * initial_delay_ms + 60_000:
             raise RuntimeError("the initial rebalances do not complete: the generator is broken")
-    traffic.add(tick(t_joined + lateness_ms))
+    traffic.add(tick_envelope(t_joined + lateness_ms))
     joined: dict[str, dict[int, dict[str, Any]]] = {}
     for response in answers:
-        client = str(response["reply_to"])
-        group = str(response["group_id"])
-        joined.setdefault(group, {})[int(client.rsplit("-c", 1)[1])] = response["body"]
+        client = str(response[REPLY_TO])
+        group = str(response[GROUP_ID])
+        joined.setdefault(group, {})[int(client.rsplit("-c", 1)[1])] = response[BODY]
     t_sync = t_joined + lateness_ms + 100
     for group in names:
         bodies = joined.get(group, {})
@@ -144,8 +141,8 @@ def generate(groups: int, members: int, rounds: int, lateness_ms: int, initial_d
                                    dynamic=is_dynamic(member))
             traffic.add(request)
             for response in coordinator.handle(request):
-                if response["body"]["error_code"] != 0:
-                    raise RuntimeError(f"{group}: sync refused: {response['body']}")
+                if response[BODY]["error_code"] != Error.NONE:
+                    raise RuntimeError(f"{group}: sync refused: {response[BODY]}")
     for r in range(rounds):
         t = t_sync + (r + 1) * HEARTBEAT_INTERVAL_MS
         for group in names:

@@ -9,23 +9,13 @@ Imports only the standard library (and orjson, when installed): every other pack
 
 from .codec import StateFormatError, decode_group, encode_group
 from .config import DEFAULTS, ConfigError, EngineConfig
-from .errors import Error
-from .group import Group
-from .group_step import GroupOutcome, handle_in_group, run_group
-from .listing import describe_groups_body, described_group, list_groups_body
-from .local import LocalCoordinator
-from .model import ClassicGroupState, GroupState
-from .offsets import CommittedOffset, OffsetChange
-from .output import dead_letter, reject, to_json
-from .replay_driver import Fed, Finished, ReplayDriver
-from .requests import Invalid, ListGroups, Request, Tick, decode_record, for_one_group, parse_raw, parse_request
-from .responses import invalid_response
-from .wire import (
+from .envelope import (
     SIMULATION_EPOCH_MS,
     SUPPORTED_VERSIONS,
     TICK,
     Api,
     ResponseKey,
+    answer_list_groups,
     is_tombstone,
     latest_version,
     request_envelope,
@@ -34,6 +24,18 @@ from .wire import (
     tick_envelope,
     tombstone,
 )
+from .errors import Error
+from .group import Group
+from .group_step import GroupOutcome, handle_in_group, run_group
+from .listing import describe_groups_body, described_group
+from .local import LocalCoordinator
+from .model import ClassicGroupState, GroupState
+from .offsets import CommittedOffset, OffsetChange
+from .output import dead_letter, reject, to_json
+from .parsing import decode_record, for_one_group, parse_raw, parse_request
+from .records import Invalid, ListGroups, Reply, Request, Tick
+from .replay_driver import Fed, Finished, ReplayDriver
+from .responses import invalid_response
 
 __all__ = [
     "DEFAULTS",
@@ -56,10 +58,12 @@ __all__ = [
     "LocalCoordinator",
     "OffsetChange",
     "ReplayDriver",
+    "Reply",
     "Request",
     "ResponseKey",
     "StateFormatError",
     "Tick",
+    "answer_list_groups",
     "dead_letter",
     "decode_group",
     "decode_record",
@@ -71,7 +75,6 @@ __all__ = [
     "invalid_response",
     "is_tombstone",
     "latest_version",
-    "list_groups_body",
     "parse_raw",
     "parse_request",
     "reject",

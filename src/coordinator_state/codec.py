@@ -20,7 +20,7 @@ from .group import Group
 from .model import ClassicGroupState, Member
 from .offsets import OffsetStore
 from .output import from_json, to_json
-from .requests import Protocol, Reply
+from .records import Protocol, Reply
 from .timers import Timers
 
 FORMAT = 2

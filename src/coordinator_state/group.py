@@ -25,6 +25,7 @@ import hashlib
 from typing import Any, ClassVar
 
 from .config import EngineConfig
+from .envelope import Response, response_envelope
 from .errors import NO_ERROR, Error
 from .journal import CLEARED, MISSING, Journal
 from .model import (
@@ -45,8 +46,8 @@ from .offsets import (
     OffsetStore,
     expiry_condition,
 )
-from .requests import JoinGroup, Reply, new_record
-from .responses import Response, envelope, join_body, sync_body
+from .records import JoinGroup, Reply, new_record
+from .responses import join_body, sync_body
 from .subscriptions import subscribed_topics
 from .timers import (
     HEARTBEAT_TIMER,
@@ -574,7 +575,7 @@ class Group:
     # ------------------------------------------------------------------ answers
 
     def answer(self, reply: Reply, t: int, body: dict[str, Any]) -> None:
-        self.out.append(envelope(reply, self.group_id, t, body))
+        self.out.append(response_envelope(reply, self.group_id, t, body))
 
     def answer_join(self, reply: Reply, t: int, error: Error, **fields: Any) -> None:
         if reply.api != "JoinGroup":

@@ -16,12 +16,13 @@ from typing import Any
 
 from .codec import decode_group, encode_group
 from .config import EngineConfig
+from .envelope import Response, response_envelope
 from .errors import Error
 from .group import Group
 from .handlers import ABSENT_GROUP_ANSWERS, apply_request, offset_commit
 from .offsets import OffsetChange
-from .requests import DescribeGroups, JoinGroup, LeaveGroup, OffsetCommit, OffsetFetch, Request, SyncGroup
-from .responses import Response, envelope, error_response_body, leave_body
+from .records import DescribeGroups, JoinGroup, LeaveGroup, OffsetCommit, OffsetFetch, Request, SyncGroup
+from .responses import error_response_body, leave_body
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,8 @@ def _precheck(req: Request, config: EngineConfig) -> Error | None:
 
 def _error_response(req: Request, t: int, error: Error) -> Response:
     member_id = req.member_id if isinstance(req, JoinGroup) and error is not Error.UNKNOWN_SERVER_ERROR else ""
-    return envelope(req.reply, req.group_id, t, error_response_body(req.reply.api, req.reply.version, error, member_id))
+    return response_envelope(req.reply, req.group_id, t,
+                             error_response_body(req.reply.api, req.reply.version, error, member_id))
 
 
 def _absent_group_response(req: Request, t: int) -> Response | None:
@@ -59,7 +61,7 @@ def _absent_group_response(req: Request, t: int) -> Response | None:
     if isinstance(req, LeaveGroup):
         entries = [(e.member_id, e.group_instance_id, Error.UNKNOWN_MEMBER_ID) for e in req.members]
         top = Error.NONE if req.reply.version >= 3 else Error.UNKNOWN_MEMBER_ID
-        return envelope(req.reply, req.group_id, t, leave_body(req.reply.version, top, entries))
+        return response_envelope(req.reply, req.group_id, t, leave_body(req.reply.version, top, entries))
     return _error_response(req, t, Error.UNKNOWN_MEMBER_ID)
 
 

@@ -8,12 +8,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from .config import EngineConfig
+from .envelope import Response, answer_list_groups
 from .group import Group
 from .group_step import handle_in_group
-from .listing import list_groups_body
 from .offsets import OffsetChange
-from .requests import Invalid, ListGroups, Parsed, Tick, parse_request
-from .responses import Response, envelope, invalid_response
+from .parsing import parse_request
+from .records import Invalid, ListGroups, Parsed, Tick
+from .responses import invalid_response
 
 
 class LocalCoordinator:
@@ -65,9 +66,7 @@ class LocalCoordinator:
         """Every group as it is at the request's time: each group's timers due by then fire first."""
         t = max(req.timestamp_ms, self._clock)
         responses = self._fire_until(t)
-        body = list_groups_body(req.reply.version, (g.snapshot() for g in self.groups.values()),
-                                req.states_filter, req.types_filter)
-        responses.append(envelope(req.reply, None, t, body))
+        responses.append(answer_list_groups(req, (g.snapshot() for g in self.groups.values()), t))
         return responses
 
     def advance_to(self, ts_ms: int) -> list[Response]:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from .requests import Protocol, Reply
+from .records import Protocol, Reply
 
 
 class ClassicGroupState(StrEnum):

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from .errors import NO_ERROR, Error
 from .model import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, ClassicGroupState
-from .requests import new_record
+from .records import new_record
 
 NO_OFFSET = -1  # what OffsetFetch answers for a partition with no committed offset
 NO_LEADER_EPOCH = -1

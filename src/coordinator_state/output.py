@@ -16,8 +16,9 @@ try:  # a faster writer where installed; the engine runs on the standard library
 except ImportError:
     orjson = None  # type: ignore[assignment]
 
-from .requests import Invalid
-from .responses import Response, invalid_response
+from .envelope import Response
+from .records import Invalid
+from .responses import invalid_response
 
 DEAD_LETTER_RAW_LIMIT = 65536
 

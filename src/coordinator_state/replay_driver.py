@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .config import config_int
+from .envelope import Response, tombstone
 from .local import LocalCoordinator
 from .offsets import OffsetChange
 from .output import reject, to_json
-from .requests import Invalid, Parsed, Tick, for_one_group, parse_raw, parse_request
-from .responses import Response
-from .wire import tombstone
+from .parsing import for_one_group, parse_raw, parse_request
+from .records import Invalid, Parsed, Tick
 
 Record = bytes | str | Mapping[str, Any]
 

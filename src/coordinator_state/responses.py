@@ -1,4 +1,4 @@
-"""Response envelopes and bodies (PROTOCOL.md section 3, SEMANTICS.md section 9).
+"""Response bodies (PROTOCOL.md section 3, SEMANTICS.md section 9); `envelope` wraps them.
 
 Every body has every field its version defines, with Kafka's defaults where a case sets nothing,
 and none of the fields its version does not define.
@@ -9,28 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .envelope import Api, Response, response_envelope
 from .errors import Error
-from .requests import Invalid, Reply
+from .records import Invalid
 
-Response = dict[str, Any]
 EMPTY_BYTES = ""
 # Each error's (code, name), looked up once: Enum's `name` is a Python-level property, and every
 # response carries both.
 _CODE_AND_NAME: dict[Error, tuple[int, str]] = {error: (int(error), error.name) for error in Error}
-
-
-def envelope(reply: Reply, group_id: str | None, timestamp_ms: int | None, body: dict[str, Any]) -> Response:
-    """Wraps a body in the response envelope that routes it back to the requester."""
-    return {
-        "api": reply.api,
-        "version": reply.version,
-        "correlation_id": reply.correlation_id,
-        "client_id": reply.client_id,
-        "reply_to": reply.reply_to,
-        "group_id": group_id,
-        "timestamp_ms": timestamp_ms,
-        "body": body,
-    }
 
 
 def error_body(error: Error) -> dict[str, Any]:
@@ -100,11 +86,11 @@ def leave_body(version: int, error: Error, members: Sequence[tuple[str, str | No
 
 def error_response_body(api: str, version: int, error: Error, member_id: str = "") -> dict[str, Any]:
     """The default body of `api` at `version` carrying `error` (SEMANTICS.md 9.1)."""
-    if api == "JoinGroup":
+    if api == Api.JOIN_GROUP:
         return join_body(version, error, member_id=member_id)
-    if api == "SyncGroup":
+    if api == Api.SYNC_GROUP:
         return sync_body(version, error)
-    if api == "LeaveGroup":
+    if api == Api.LEAVE_GROUP:
         return leave_body(version, error)
     return error_body(error)
 
@@ -113,4 +99,4 @@ def invalid_response(invalid: Invalid) -> Response | None:
     """The answer to a record that is not a valid request, or None when it names no reply_to."""
     if invalid.reply is None:
         return None
-    return envelope(invalid.reply, invalid.group_id, invalid.timestamp_ms, error_body(invalid.error))
+    return response_envelope(invalid.reply, invalid.group_id, invalid.timestamp_ms, error_body(invalid.error))

@@ -16,15 +16,10 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.partitioner.default import murmur2
 
-from coordinator_state.wire import routing_group_id
+from coordinator_state.envelope import response_key, response_partition, routing_group_id
 
 REQUEST_TOPIC = "coordinator.requests"
 RESPONSE_TOPIC = "coordinator.responses"
-
-
-def response_partition(reply_to: str, partitions: int) -> int:
-    """The response-topic partition of `reply_to`: murmur2 of the key, as Kafka's default partitioner."""
-    return int(murmur2(reply_to.encode("utf-8")) & 0x7FFFFFFF) % partitions
 
 
 class KafkaTransport:
@@ -47,9 +42,11 @@ class KafkaTransport:
         self._inbox: dict[str, list[dict[str, Any]]] = {}
 
     def send(self, request: Mapping[str, Any]) -> None:
-        """Produces one request, keyed by its group id (PROTOCOL.md 1, 8), after registering its reply_to."""
-        reply_to = str(request.get("reply_to", request.get("client_id", "")))
-        self._register(reply_to)
+        """Produces one request, keyed by its group id (PROTOCOL.md 1, 8), after registering its reply_to (if it
+        can be answered)."""
+        key = response_key(request)
+        if key is not None:
+            self._register(key[0])
         group_id = routing_group_id(request) or ""
         self._producer.send(self.request_topic, key=group_id.encode("utf-8"),
                             value=json.dumps(request, separators=(",", ":")).encode("utf-8"))
@@ -74,7 +71,7 @@ class KafkaTransport:
         partitions = self._consumer.partitions_for_topic(self.response_topic)
         if not partitions:
             raise RuntimeError(f"response topic {self.response_topic!r} does not exist")
-        tp = TopicPartition(self.response_topic, response_partition(reply_to, len(partitions)))
+        tp = TopicPartition(self.response_topic, response_partition(reply_to, len(partitions), murmur2))
         self._partitions[reply_to] = tp
         self._inbox[reply_to] = []
         assigned = set(self._consumer.assignment())

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from coordinator_state import Api, request_envelope
 from coordinator_state.consumer_protocol import (
     PROTOCOL_TYPE,
     Assignment,
@@ -44,6 +43,7 @@ from coordinator_state.consumer_protocol import (
     from_base64,
     to_base64,
 )
+from coordinator_state.envelope import API, BODY, CORRELATION_ID, INT32_MAX, Api, request_envelope, response_key
 
 from .assignors import ASSIGNORS, MemberSubscription
 
@@ -53,7 +53,6 @@ API_VERSIONS = {Api.JOIN_GROUP: 9, Api.SYNC_GROUP: 5, Api.HEARTBEAT: 4, Api.LEAV
 NO_GENERATION = -1
 # Kafka's JOIN_GROUP_TIMEOUT_LAPSE: a JoinGroup may be parked for the whole rebalance timeout.
 JOIN_TIMEOUT_LAPSE_MS = 5000
-INT32_MAX = 2**31 - 1
 
 Listener = Callable[[Assignment], None]
 
@@ -298,13 +297,13 @@ class GroupMember:
 
     def on_response(self, envelope: Mapping[str, Any]) -> None:
         """Takes one response envelope; anything not answering a request in flight is dropped."""
-        correlation_id = envelope.get("correlation_id", -1)
-        entry = self._in_flight.get(correlation_id) if isinstance(correlation_id, int) else None
-        if entry is None or envelope.get("reply_to") != self.reply_to or envelope.get("api") != entry.api:
+        key = response_key(envelope)
+        entry = self._in_flight.get(key[1]) if key is not None and key[0] == self.reply_to else None
+        if key is None or entry is None or envelope.get(API) != entry.api:
             self.stats.dropped += 1
             return
-        del self._in_flight[correlation_id]
-        body = envelope.get("body") or {}
+        del self._in_flight[key[1]]
+        body = envelope.get(BODY) or {}
         error = str(body.get("error", "UNKNOWN_SERVER_ERROR"))
         self.stats.errors[error] = self.stats.errors.get(error, 0) + 1
         if entry.api == "LeaveGroup":
@@ -534,7 +533,7 @@ class GroupMember:
             "group_instance_id": self.config.group_instance_id,
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
         })
-        self._in_flight[request["correlation_id"]].offsets = positions
+        self._in_flight[request[CORRELATION_ID]].offsets = positions
         return request
 
     def _on_fetch_ok(self, body: Mapping[str, Any]) -> None:

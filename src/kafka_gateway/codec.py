@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from coordinator_state.envelope import INT32_MIN
+
 from .errors import MalformedFrame
 from .frames import frame
 
@@ -27,7 +29,6 @@ _FIXED_HEADER = struct.Struct(">hhih")
 # What kafka.protocol raises on bytes that do not decode: short buffers (struct.error, IndexError), bad
 # lengths and bad UTF-8 (ValueError and its UnicodeDecodeError).
 _DECODE_ERRORS = (struct.error, IndexError, ValueError, TypeError, OverflowError)
-INT32_MIN = -(2**31)
 _BYTE_TYPES = frozenset({"bytes", "records"})
 
 

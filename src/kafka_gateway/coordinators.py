@@ -5,8 +5,8 @@ the event loop, in the order decided.
 - `LocalEngine` (`--engine local`): a `LocalCoordinator` in this process, its clock moved by the wall
   clock every `tick_ms`, so that sessions expire while every client is silent.
 - `TopicEngine` (the default): requests produced to the request topic keyed by group id; responses read
-  from the one response-topic partition this gateway's `reply_to` hashes to (murmur2, as Kafka's default
-  partitioner and the project's KafkaTransport do), keeping those keyed by that `reply_to`; ListGroups
+  from the one response-topic partition this gateway's `reply_to` hashes to (`envelope.response_partition`,
+  as the project's KafkaTransport reads), keeping those keyed by that `reply_to`; ListGroups
   answered from the snapshot topic, which is read from its start and kept current (no single group holds
   the answer, so it cannot go through the request topic). Kafka clients block,
   so each consumer polls in its own thread and hands records to the loop.
@@ -26,13 +26,8 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError
 from kafka.partitioner.default import murmur2
 
-from coordinator_state import LocalCoordinator, to_json
-
-# The one ListGroups rule, which the engine applies to its groups and a gateway to the snapshot topic. Not a
-# top-level export of coordinator_state (yet): the only import of the engine's internals in this package.
-from coordinator_state.listing import list_groups_body
-
-from .envelopes import envelope_group_id
+from coordinator_state import Invalid, ListGroups, LocalCoordinator, invalid_response, parse_request, to_json
+from coordinator_state.envelope import API, Api, answer_list_groups, response_partition, routing_group_id
 
 log = logging.getLogger(__name__)
 
@@ -90,11 +85,6 @@ class LocalEngine:
         return f"engine=local groups={len(self.engine.groups)} engine_requests={self.engine.counters['requests']}"
 
 
-def response_partition(reply_to: str, partitions: int) -> int:
-    """The response-topic partition of `reply_to`: murmur2 of the key, as Kafka's default partitioner."""
-    return int(murmur2(reply_to.encode("utf-8")) & 0x7FFFFFFF) % partitions
-
-
 class _PollThread(threading.Thread):
     """Polls one kafka-python consumer until stopped, handing each batch of records to `on_records`."""
 
@@ -148,7 +138,7 @@ class TopicEngine:
         partitions = responses.partitions_for_topic(self.response_topic)
         if not partitions:
             raise RuntimeError(f"response topic {self.response_topic!r} does not exist")
-        mine = TopicPartition(self.response_topic, response_partition(self.reply_to, len(partitions)))
+        mine = TopicPartition(self.response_topic, response_partition(self.reply_to, len(partitions), murmur2))
         responses.assign([mine])
         responses.seek_to_end(mine)
         responses.position(mine)  # resolved before any request is produced, so no answer is missed
@@ -162,15 +152,10 @@ class TopicEngine:
                          _PollThread("gateway-snapshots", snapshots, self._on_snapshots)]
 
     def submit(self, envelope: dict[str, Any]) -> None:
-        if envelope.get("api") == "ListGroups":
-            request = envelope["body"]
-            body = list_groups_body(int(envelope["version"]), list(self.snapshots.values()),
-                                    request.get("states_filter") or (), request.get("types_filter") or ())
-            answer = {**{k: envelope[k] for k in ("api", "version", "correlation_id", "client_id", "reply_to")},
-                      "group_id": None, "timestamp_ms": envelope["timestamp_ms"], "body": body}
-            asyncio.get_running_loop().call_soon(self._deliver_answers, [answer])
+        if envelope.get(API) == Api.LIST_GROUPS:
+            asyncio.get_running_loop().call_soon(self._deliver_answers, self._list_groups(envelope))
             return
-        key = (envelope_group_id(envelope) or "").encode("utf-8")
+        key = (routing_group_id(envelope) or "").encode("utf-8")
         try:
             self._producer.send(self.request_topic, key=key, value=to_json(envelope).encode("utf-8"))
         except KafkaError as exc:
@@ -179,6 +164,15 @@ class TopicEngine:
             log.warning("cannot produce a %s request: %r", envelope.get("api"), exc)
             return
         self.produced += 1
+
+    def _list_groups(self, envelope: dict[str, Any]) -> list[dict[str, Any]]:
+        """ListGroups from the snapshot topic: no single group holds the answer, so it cannot go through the
+        request topic (PROTOCOL.md 8). An invalid one is answered as the engine answers it."""
+        request = parse_request(envelope)
+        if isinstance(request, ListGroups):
+            return [answer_list_groups(request, self.snapshots.values())]
+        answer = invalid_response(request) if isinstance(request, Invalid) else None
+        return [] if answer is None else [answer]
 
     def _deliver_answers(self, answers: list[dict[str, Any]]) -> None:
         self.answered += len(answers)

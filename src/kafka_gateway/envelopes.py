@@ -15,9 +15,11 @@ from typing import Any, Final
 
 from kafka.protocol.api_key import ApiKey
 
+from coordinator_state.envelope import Error
+
 from .apis import GROUP_APIS
 
-COORDINATOR_NOT_AVAILABLE: Final = 15
+COORDINATOR_NOT_AVAILABLE: Final = int(Error.COORDINATOR_NOT_AVAILABLE)
 API_NAMES: Final[dict[ApiKey, str]] = {api_key: api_key.name for api_key in GROUP_APIS}
 
 
@@ -31,46 +33,6 @@ def split_request(api_key: ApiKey, version: int, body: Mapping[str, Any]) -> lis
     if not is_split_by_group(api_key, version):
         return [dict(body)]
     return [{**body, "groups": [group]} for group in body.get("groups") or []]
-
-
-def envelope(
-    api_key: ApiKey,
-    version: int,
-    correlation_id: int,
-    client_id: str | None,
-    client_host: str,
-    reply_to: str,
-    timestamp_ms: int,
-    body: Mapping[str, Any],
-) -> dict[str, Any]:
-    """A request envelope (PROTOCOL.md section 2)."""
-    return {
-        "api": API_NAMES[api_key],
-        "version": version,
-        "correlation_id": correlation_id,
-        "client_id": "" if client_id is None else client_id,
-        "client_host": client_host,
-        "reply_to": reply_to,
-        "timestamp_ms": timestamp_ms,
-        "body": dict(body),
-    }
-
-
-def envelope_group_id(request: Mapping[str, Any]) -> str | None:
-    """The group a request envelope is about (its request-topic key), None for ListGroups."""
-    body = request.get("body")
-    if not isinstance(body, Mapping):
-        return None
-    if isinstance(body.get("group_id"), str):
-        return str(body["group_id"])
-    groups = body.get("groups")
-    if isinstance(groups, list) and groups:
-        first = groups[0]
-        if isinstance(first, str):
-            return first
-        if isinstance(first, Mapping) and isinstance(first.get("group_id"), str):
-            return str(first["group_id"])
-    return None
 
 
 def merge_answers(

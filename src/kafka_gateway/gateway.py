@@ -23,11 +23,13 @@ from __future__ import annotations
 import heapq
 import struct
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafka.protocol.api_key import ApiKey
+
+from coordinator_state.envelope import BODY, INT32_MAX, request_envelope, response_key
 
 from .apis import GROUP_APIS, request_class, response_class
 from .broker_answers import Node, VersionTable, api_versions_answer, find_coordinator_answer, rewrite_metadata
@@ -38,11 +40,10 @@ from .codec import (
     message_to_body,
     peek_header,
 )
-from .envelopes import envelope, merge_answers, split_request
+from .envelopes import API_NAMES, merge_answers, split_request
 from .errors import GatewayError, MalformedFrame, Overloaded, UnsupportedRequest, UpstreamError
 from .frames import DEFAULT_MAX_FRAME_BYTES, SIZE_BYTES, FrameSplitter, frame
 
-INT32_MAX = 2**31 - 1
 _RESPONSE_HEADER = struct.Struct(">ii")  # a response frame's size, then its correlation id
 LATENCY_SAMPLES = 10_000
 
@@ -79,6 +80,20 @@ class CloseClient:
 
 
 Action = ToClient | ToUpstream | ToCoordinator | CloseClient
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """A client's group request the coordinator has answered (or that timed out), as the client gets it: the
+    envelope bodies it became (`parts`) and the response body."""
+
+    api_key: ApiKey
+    version: int
+    parts: list[dict[str, Any]]
+    body: dict[str, Any]
+
+
+AnswerObserver = Callable[[Answered], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,18 +169,17 @@ class _UpstreamFrame:
 class Gateway:
     """Every client connection's protocol state, and the coordinator requests in flight."""
 
-    def __init__(self, node: Node, versions: VersionTable, reply_to: str, limits: Limits | None = None) -> None:
+    def __init__(self, node: Node, versions: VersionTable, reply_to: str, limits: Limits | None = None,
+                 on_answer: AnswerObserver | None = None) -> None:
         self.node = node
         self.versions = dict(versions)
         self.reply_to = reply_to
         self.limits = limits or Limits()
+        self.on_answer = on_answer  # told of every answered group request (tools that watch the gateway)
         self.counters: Counter[str] = Counter()
         # The latest coordinator round trips per API (ms), as the client sees them (a JoinGroup's includes
         # the time it was parked).
         self.latencies_ms: dict[str, deque[int]] = {}
-        # Per group, the generation of the latest JoinGroup answered without error: the coordinator's count of
-        # rebalances as its clients saw it, whichever coordinator is behind the gateway.
-        self.generations: dict[str, int] = {}
         self._connections: dict[int, _Connection] = {}
         self._next_connection = 0
         self._next_envelope_id = 0
@@ -234,15 +248,15 @@ class Gateway:
         actions: list[Action] = []
         touched: dict[int, _Connection] = {}
         for answer in answers:
-            envelope_id = answer.get("correlation_id")
-            if answer.get("reply_to") != self.reply_to or type(envelope_id) is not int:
+            key = response_key(answer)
+            if key is None or key[0] != self.reply_to:
                 continue
-            awaited = self._awaiting.pop(envelope_id, None)
+            awaited = self._awaiting.pop(key[1], None)
             if awaited is None:
                 self.counters["late_answers_dropped"] += 1
                 continue
             connection_id, slot, index = awaited
-            body = answer.get("body")
+            body = answer.get(BODY)
             slot.answers[index] = dict(body) if isinstance(body, Mapping) else {}
             slot.unanswered -= 1
             connection = self._connections.get(connection_id)
@@ -432,8 +446,9 @@ class Gateway:
             slot.envelope_ids.append(envelope_id)
             self._awaiting[envelope_id] = (connection.id, slot, index)
             heapq.heappush(self._deadlines, (deadline, envelope_id))
-            actions.append(ToCoordinator(envelope(api_key, version, envelope_id, client_id,
-                                                  "/" + connection.client_host, self.reply_to, now_ms, part)))
+            actions.append(ToCoordinator(request_envelope(
+                API_NAMES[api_key], part, version=version, correlation_id=envelope_id, client_id=client_id or "",
+                client_host="/" + connection.client_host, reply_to=self.reply_to, timestamp_ms=now_ms)))
         connection.muted_by = slot
 
     def _bound_ms(self, api_key: ApiKey, version: int, body: Mapping[str, Any]) -> int:
@@ -457,8 +472,8 @@ class Gateway:
         error_code = body.get("error_code")
         if isinstance(error_code, int) and error_code != 0:
             self.counters[f"{slot.api_key.name}_error_{error_code}"] += 1
-        elif error_code == 0 and slot.api_key == ApiKey.JoinGroup and isinstance(body.get("generation_id"), int):
-            self.generations[str(slot.parts[0].get("group_id"))] = body["generation_id"]
+        if self.on_answer is not None:
+            self.on_answer(Answered(slot.api_key, slot.version, slot.parts, body))
         try:
             message = body_to_message(response_class(slot.api_key), slot.version, body)
             slot.response = encode_response(message, slot.correlation_id)

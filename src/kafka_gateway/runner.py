@@ -19,12 +19,14 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
+from coordinator_state.envelope import INT32_MAX
+
 from .apis import request_class, response_class
 from .broker_answers import Node, advertised_versions
 from .codec import decode_response
 from .coordinators import Coordinator, LocalEngine, TopicEngine
 from .frames import FrameSplitter
-from .gateway import Gateway, Limits
+from .gateway import AnswerObserver, Gateway, Limits
 from .server import GatewayServer, wall_clock_ms
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,7 @@ class GatewayOptions:
     limits: Limits = field(default_factory=Limits)
     settings: Mapping[str, Any] = field(default_factory=dict)
     status_interval_s: float = 10.0
+    on_answer: AnswerObserver | None = None  # called on the gateway's loop with every answered group request
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,7 @@ async def _call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, api_
     message = request_class(api_key)[version](**body)
     message.with_header(correlation_id=correlation_id, client_id=PROBE_CLIENT_ID)
     writer.write(bytes(message.encode(header=True, framed=True)))
-    splitter = FrameSplitter(2**31 - 1)
+    splitter = FrameSplitter(INT32_MAX)  # a frame's size is an int32
     while True:
         data = await reader.read(65536)
         if not data:
@@ -115,7 +118,7 @@ async def serve(options: GatewayOptions, stop: asyncio.Event,
     advertised = options.advertised_host or options.listen[0]
     node = Node(upstream.node_id, advertised, port)
     reply_to = f"gateway-{socket.gethostname()}-{uuid.uuid4().hex[:12]}"
-    gateway = Gateway(node, advertised_versions(upstream.versions), reply_to, options.limits)
+    gateway = Gateway(node, advertised_versions(upstream.versions), reply_to, options.limits, options.on_answer)
     server = GatewayServer(gateway, _coordinator(options, reply_to), options.upstream,
                            status_interval_s=options.status_interval_s)
     listening = await asyncio.start_server(server.client_connected, sock=listener)
@@ -203,10 +206,12 @@ class BackgroundGateway:
         self.stop()
 
 
-def loopback_gateway(bootstrap_servers: str, engine: str, settings: Mapping[str, Any]) -> BackgroundGateway:
+def loopback_gateway(bootstrap_servers: str, engine: str, settings: Mapping[str, Any],
+                     on_answer: AnswerObserver | None = None) -> BackgroundGateway:
     """A gateway (not started yet) on a free loopback port in front of `bootstrap_servers`, without status
     lines: what tests, demos, chaos runs and benches put between their consumer processes and a coordinator.
     `engine` is "local" (an in-process engine configured by `settings`) or "topics" (the job `settings`
-    describe)."""
+    describe); `on_answer` watches what the gateway answers."""
     return BackgroundGateway(GatewayOptions(listen=("127.0.0.1", 0), upstream=host_port(bootstrap_servers),
-                                            engine=engine, settings=settings, status_interval_s=0))
+                                            engine=engine, settings=settings, status_interval_s=0,
+                                            on_answer=on_answer))

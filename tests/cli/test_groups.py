@@ -16,7 +16,7 @@ import pytest
 from coordinator_cli.main import main
 from coordinator_state import LocalCoordinator, request_envelope, to_json
 from coordinator_state.consumer_protocol import to_base64
-from coordinator_state.wire import SIMULATION_EPOCH_MS as T
+from coordinator_state.envelope import SIMULATION_EPOCH_MS as T
 from group_client import Assignment, Subscription, encode_assignment, encode_subscription
 
 

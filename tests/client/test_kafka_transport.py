@@ -7,9 +7,11 @@ import threading
 from collections.abc import Callable, Iterator
 
 import pytest
+from kafka.partitioner.default import murmur2
 
 from coordinator_state import ReplayDriver, tick_envelope
-from group_client.kafka_transport import KafkaTransport, response_partition
+from coordinator_state.envelope import response_partition
+from group_client.kafka_transport import KafkaTransport
 from group_client.member import GroupMember, MemberConfig, MemberState, new_reply_to
 from group_client.realtime import run_member, wall_clock_ms
 
@@ -21,7 +23,7 @@ JAVA_MURMUR2 = {"21": -973932308, "foobar": -790332482, "a-little-bit-long-strin
 @pytest.mark.parametrize("key, java_hash", sorted(JAVA_MURMUR2.items()))
 def test_reply_to_is_partitioned_as_the_java_client_does(key: str, java_hash: int) -> None:
     for partitions in (1, 3, 7, 50):
-        assert response_partition(key, partitions) == (java_hash & 0x7FFFFFFF) % partitions
+        assert response_partition(key, partitions, murmur2) == (java_hash & 0x7FFFFFFF) % partitions
 
 
 class Bridge(threading.Thread):

@@ -20,13 +20,12 @@ from coordinator_state import (
     ListGroups,
     LocalCoordinator,
     Tick,
+    answer_list_groups,
     decode_group,
     invalid_response,
-    list_groups_body,
     parse_request,
     run_group,
 )
-from coordinator_state.responses import envelope
 
 
 class StoredStateCoordinator:
@@ -57,8 +56,7 @@ class StoredStateCoordinator:
             if t > self.timeouts[group_id]:
                 responses += self._call(group_id, [], watermark=t)
         snapshots = [decode_group(state, self.config).snapshot() for state in self.states.values()]
-        body = list_groups_body(req.reply.version, snapshots, req.states_filter, req.types_filter)
-        return [*responses, envelope(req.reply, None, t, body)]
+        return [*responses, answer_list_groups(req, snapshots, t)]
 
     def advance_to(self, ts_ms: int) -> list[dict[str, Any]]:
         """Every group whose timeout the watermark has passed is called, earliest timeout first."""

@@ -17,7 +17,7 @@ from coordinator_state import Api, LocalCoordinator, encode_group
 from coordinator_state.config import EngineConfig
 from coordinator_state.group import Group
 from coordinator_state.handlers import HANDLERS
-from coordinator_state.requests import Request
+from coordinator_state.records import Request
 
 from .harness import Env
 from .test_properties import CLIENTS, CONFIG, STATIC, Clients, check_invariants, walks

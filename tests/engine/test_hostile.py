@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coordinator_state import LocalCoordinator, decode_record, parse_request
-from coordinator_state.requests import Invalid
+from coordinator_state.records import Invalid
 
 from .harness import EPOCH_MS, b64
 

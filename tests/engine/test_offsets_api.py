@@ -26,9 +26,9 @@ from coordinator_state import (
     run_group,
     to_json,
 )
+from coordinator_state.envelope import SIMULATION_EPOCH_MS, SUPPORTED_VERSIONS, Api, request_envelope
 from coordinator_state.offsets import CommittedOffset, OffsetChange
-from coordinator_state.requests import OffsetCommit
-from coordinator_state.wire import SIMULATION_EPOCH_MS, SUPPORTED_VERSIONS, Api, request_envelope
+from coordinator_state.records import OffsetCommit
 
 T = SIMULATION_EPOCH_MS
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "state_format_1.json"

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coordinator_state import EngineConfig, LocalCoordinator, ReplayDriver, decode_group, parse_request, run_group
-from coordinator_state.wire import SIMULATION_EPOCH_MS, Api, request_envelope
+from coordinator_state.envelope import SIMULATION_EPOCH_MS, Api, request_envelope
 
 from .harness import b64
 

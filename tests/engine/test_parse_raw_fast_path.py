@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coordinator_state import Invalid, parse_raw, parse_request
+from coordinator_state.envelope import SUPPORTED_VERSIONS
 from coordinator_state.errors import Error
-from coordinator_state.wire import SUPPORTED_VERSIONS
 
 from .harness import EPOCH_MS, b64
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from kafka.protocol.api_key import ApiKey
 
+from chaos_harness.gateway_stack import JoinGenerations
 from kafka_gateway.errors import MalformedFrame
 from kafka_gateway.frames import FrameSplitter, frame
 from kafka_gateway.gateway import Limits
@@ -132,8 +133,9 @@ def test_a_group_request_becomes_an_envelope_and_its_answer_the_clients_response
     assert list(gateway.latencies_ms["JoinGroup"]) == [5]
 
 
-def test_the_generation_of_each_groups_latest_successful_join_answer_is_kept() -> None:
-    gateway = make_gateway()
+def test_the_harness_sees_each_groups_latest_successful_join_generation_through_the_answer_observer() -> None:
+    generations = JoinGenerations()
+    gateway = make_gateway(on_answer=generations)
     conn = gateway.open("10.0.0.7")
     joined = {"generation_id": 3, "protocol_type": "consumer", "protocol_name": "range", "leader": "m",
               "member_id": "m", "members": []}
@@ -145,7 +147,7 @@ def test_the_generation_of_each_groups_latest_successful_join_answer_is_kept() -
         gateway.receive_answers([answer(env, reply)], T0)
     [heartbeat] = envelopes(gateway.receive(conn, request(ApiKey.Heartbeat, 4, 2, HEARTBEAT_V4), T0))
     gateway.receive_answers([answer(heartbeat, {"error_code": 0})], T0)
-    assert gateway.generations == {"orders": 4, "payments": 1}
+    assert generations.latest == {"orders": 4, "payments": 1}
 
 
 def test_envelope_correlation_ids_are_the_gateways_own_across_connections() -> None:

@@ -12,7 +12,16 @@ from kafka_gateway.apis import request_class, response_class
 from kafka_gateway.broker_answers import Node, advertised_versions
 from kafka_gateway.codec import body_to_message, message_to_body
 from kafka_gateway.frames import FrameSplitter
-from kafka_gateway.gateway import Action, CloseClient, Gateway, Limits, ToClient, ToCoordinator, ToUpstream
+from kafka_gateway.gateway import (
+    Action,
+    AnswerObserver,
+    CloseClient,
+    Gateway,
+    Limits,
+    ToClient,
+    ToCoordinator,
+    ToUpstream,
+)
 
 NODE = Node(node_id=1, host="gateway.test", port=19092)
 REPLY_TO = "gateway-test-1"
@@ -25,8 +34,8 @@ UPSTREAM_VERSIONS = {
 T0 = 1_700_000_000_000
 
 
-def make_gateway(limits: Limits | None = None) -> Gateway:
-    return Gateway(NODE, advertised_versions(UPSTREAM_VERSIONS), REPLY_TO, limits)
+def make_gateway(limits: Limits | None = None, on_answer: AnswerObserver | None = None) -> Gateway:
+    return Gateway(NODE, advertised_versions(UPSTREAM_VERSIONS), REPLY_TO, limits, on_answer)
 
 
 def request(api_key: ApiKey, version: int, correlation_id: int, body: dict[str, Any],

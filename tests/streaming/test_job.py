@@ -28,7 +28,8 @@ from coordinator_job.broker import log_end_offsets
 from coordinator_job.live_job import ensure_topics, start_query
 from coordinator_job.replay import ReplayResult, offset_tombstone, replay_local, replay_spark, tombstone
 from coordinator_job.settings import APPLY_IN_PANDAS_WITH_STATE, STATEFUL_OPERATORS, TRANSFORM_WITH_STATE, load_settings
-from coordinator_lab.traffic_gen import EPOCH_MS, join_request
+from coordinator_lab.traffic_gen import join_request
+from coordinator_state import SIMULATION_EPOCH_MS as EPOCH_MS
 from coordinator_state import Invalid, ResponseKey, decode_record, parse_raw, response_key, tick_envelope, to_json
 from tests.traffic import HOSTILE, build_traffic, write_traffic
 

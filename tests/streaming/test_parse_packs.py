@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coordinator_job.job import make_parser
-from coordinator_lab.traffic_gen import EPOCH_MS, heartbeat_request, tick
-from coordinator_state import to_json
+from coordinator_lab.traffic_gen import heartbeat_request
+from coordinator_state import SIMULATION_EPOCH_MS as EPOCH_MS
+from coordinator_state import tick_envelope, to_json
 
 # (kind, group, partition, time): a heartbeat of a group, a tick, or a record that is not JSON.
 Record = tuple[str, str, int, int]
@@ -23,7 +24,7 @@ RECORDS = st.lists(st.tuples(st.sampled_from(["request", "request", "request", "
 
 def raw(kind: str, group: str, t: int, correlation_id: int) -> bytes:
     if kind == "tick":
-        return to_json(tick(EPOCH_MS + t)).encode()
+        return to_json(tick_envelope(EPOCH_MS + t)).encode()
     if kind == "invalid":
         return b"not json " + group.encode()
     return to_json(heartbeat_request(group, 0, "m", 1, EPOCH_MS + t, correlation_id, dynamic=True)).encode()

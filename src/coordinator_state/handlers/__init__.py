@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..envelope import Api, Response
 from ..group import Group
-from ..requests import Request
-from ..responses import Response
-from ..wire import Api
+from ..records import Request
 from . import describe_groups, offset_commit, offset_fetch
 from .heartbeat import handle_heartbeat
 from .join_group import handle_join_group

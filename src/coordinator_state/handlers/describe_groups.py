@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+from ..envelope import Response, response_envelope
 from ..group import Group
 from ..listing import describe_groups_body, described_group
-from ..requests import DescribeGroups
-from ..responses import Response, envelope
+from ..records import DescribeGroups
 
 
 def _answer(req: DescribeGroups, t: int, group: Group | None) -> Response:
     version = req.reply.version
     entry = described_group(req.group_id, None if group is None else group.snapshot(), version,
                             req.include_authorized_operations)
-    return envelope(req.reply, req.group_id, t, describe_groups_body(version, [entry]))
+    return response_envelope(req.reply, req.group_id, t, describe_groups_body(version, [entry]))
 
 
 def absent_group(req: DescribeGroups, t: int) -> Response:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..errors import NO_ERROR, Error
 from ..group import Group
 from ..model import ClassicGroupState
-from ..requests import Heartbeat
+from ..records import Heartbeat
 from ..responses import error_body
 
 # The answer to a valid member of the current generation, per state, and whether its session is

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from ..errors import Error
 from ..group import Group
 from ..model import COMPLETING, EMPTY, PREPARING, STABLE, ClassicGroupState, Member
-from ..requests import JoinGroup
+from ..records import JoinGroup
 from ..timers import TimerKind
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..errors import Error
 from ..group import Group
 from ..model import COMPLETING, PREPARING, STABLE
-from ..requests import LeaveGroup
+from ..records import LeaveGroup
 from ..responses import leave_body
 from ..timers import TimerKind
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..envelope import Response, response_envelope
 from ..errors import Error
 from ..group import Group
 from ..offsets import absent_group_commit_error, commit_error, commit_keeps_session, committed_value, metadata_too_large
-from ..requests import OffsetCommit
-from ..responses import Response, envelope
+from ..records import OffsetCommit
 
 PartitionResults = Sequence[tuple[str, Sequence[tuple[int, Error]]]]
 # An enum member's value and name, looked up once: a commit answers every partition.
@@ -41,7 +41,7 @@ def commit_body(version: int, error: Error, topics: PartitionResults) -> dict[st
 def refused(req: OffsetCommit, t: int, error: Error) -> Response:
     """Every partition of the request answered with the whole-request error (OffsetCommitRequest.getErrorResponse)."""
     topics = [(topic.name, [(p.partition_index, error) for p in topic.partitions]) for topic in req.topics]
-    return envelope(req.reply, req.group_id, t, commit_body(req.reply.version, error, topics))
+    return response_envelope(req.reply, req.group_id, t, commit_body(req.reply.version, error, topics))
 
 
 def names_no_partition(req: OffsetCommit) -> bool:

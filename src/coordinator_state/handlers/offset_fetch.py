@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..envelope import Response, response_envelope
 from ..errors import Error
 from ..group import Group
 from ..offsets import NO_LEADER_EPOCH, NO_METADATA, NO_OFFSET, CommittedOffset, OffsetStore
-from ..requests import OffsetFetch
-from ..responses import Response, envelope
+from ..records import OffsetFetch
 
 _NONE = {"error_code": int(Error.NONE), "error": Error.NONE.name}
 
@@ -58,7 +58,7 @@ def fetch_body(req: OffsetFetch, offsets: OffsetStore | None) -> dict[str, Any]:
 
 
 def absent_group(req: OffsetFetch, t: int) -> Response:
-    return envelope(req.reply, req.group_id, t, fetch_body(req, None))
+    return response_envelope(req.reply, req.group_id, t, fetch_body(req, None))
 
 
 def handle_offset_fetch(group: Group, req: OffsetFetch, t: int) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from ..errors import NO_ERROR, Error
 from ..group import Group
 from ..model import STABLE, ClassicGroupState, Member
-from ..requests import SyncGroup
+from ..records import SyncGroup
 
 
 def _park_until_assignment(group: Group, member: Member, req: SyncGroup, t: int) -> None:

@@ -1,177 +1,70 @@
-"""Request envelopes (PROTOCOL.md section 2): validation at the one boundary where records become requests.
+"""Parsing (PROTOCOL.md section 2): validation at the one boundary where records become requests.
 
 Theory of operation: a record from the request topic or a traffic file is either a valid request
-(one of the immutable records below), a Tick, or an `Invalid` carrying the reason and, when the
+(one of the immutable records of `records`), a Tick, or an `Invalid` carrying the reason and, when the
 record names a `reply_to` and a `correlation_id`, enough to answer it. Nothing here raises on bad
 input: `decode_record` and `parse_request` turn every failure into an `Invalid`. Fields a version
 does not define are ignored; a required field that is absent or mistyped makes the record invalid.
+The envelope's fields are read through `envelope`'s names; a body's fields are Kafka's, per API below.
 """
 
 from __future__ import annotations
 
 import binascii
 import json
-from typing import Any, NamedTuple
+from typing import Any
 
 try:  # a faster reader where installed; the engine runs on the standard library alone (the conformance runner's)
     import orjson
 except ImportError:
     orjson = None  # type: ignore[assignment]
 
+from .envelope import (
+    API,
+    BODY,
+    CLIENT_HOST,
+    CLIENT_ID,
+    CORRELATION_ID,
+    GROUP_ID,
+    GROUPS,
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    MAX_TIMESTAMP_MS,
+    REPLY_TO,
+    SUPPORTED_VERSIONS,
+    TICK,
+    TIMESTAMP_MS,
+    VERSION,
+    Api,
+    answer_list_groups,
+    is_utf8_encodable,
+    response_key,
+    routing_group_id,
+)
 from .errors import Error
-from .wire import INT32_MAX, INT32_MIN, SUPPORTED_VERSIONS, TICK, Api, is_utf8_encodable, response_key, routing_group_id
-
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-# Event times must fit Spark's timestamps and Python's datetime: up to the end of year 9999.
-MAX_TIMESTAMP_MS = 253402300799999
-
-# The records below are NamedTuples, immutable like frozen dataclasses but built several times faster
-# (measured: 0.5 us against 2.2 us for five fields on CPython 3.11), and every request builds two.
-# On the paths every request takes they are built by `new_record(Record, (field, ...))`, fields in their
-# order: what a NamedTuple's class call does, without the Python-level __new__ it goes through
-# (measured: 0.25 us against 0.73 us for Reply).
-new_record = tuple.__new__
-
-
-class Reply(NamedTuple):
-    """Where and how a response goes: the request's routing fields, echoed in its response."""
-
-    api: str
-    version: int
-    correlation_id: int
-    client_id: str
-    reply_to: str
-
-
-class Protocol(NamedTuple):
-    """One protocol a member offers: its name and its metadata (base64, canonical)."""
-
-    name: str
-    metadata: str
-
-
-class JoinGroup(NamedTuple):
-    reply: Reply
-    timestamp_ms: int
-    client_host: str
-    group_id: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    member_id: str
-    group_instance_id: str | None
-    protocol_type: str
-    protocols: tuple[Protocol, ...]
-
-
-class SyncGroup(NamedTuple):
-    reply: Reply
-    timestamp_ms: int
-    group_id: str
-    generation_id: int
-    member_id: str
-    group_instance_id: str | None
-    protocol_type: str | None
-    protocol_name: str | None
-    assignments: tuple[tuple[str, str], ...]
-
-
-class Heartbeat(NamedTuple):
-    reply: Reply
-    timestamp_ms: int
-    group_id: str
-    generation_id: int
-    member_id: str
-    group_instance_id: str | None
-
-
-class LeaveEntry(NamedTuple):
-    member_id: str
-    group_instance_id: str | None
-
-
-class LeaveGroup(NamedTuple):
-    reply: Reply
-    timestamp_ms: int
-    group_id: str
-    members: tuple[LeaveEntry, ...]
-
-
-class Tick(NamedTuple):
-    """A clock record: moves the watermark, belongs to no group, gets no response."""
-
-    timestamp_ms: int
-
-
-class Invalid(NamedTuple):
-    """A record that is not a valid request: always a dead letter, answered when `reply` is known."""
-
-    reason: str
-    error: Error
-    reply: Reply | None
-    group_id: str | None
-    timestamp_ms: int | None
-
-
-class CommitPartition(NamedTuple):
-    """One partition of an OffsetCommit (a named tuple: a commit carries many)."""
-
-    partition_index: int
-    committed_offset: int
-    committed_leader_epoch: int  # -1: none (and below v6)
-    commit_timestamp_ms: int  # v1 only; -1: the time the coordinator processes it
-    committed_metadata: str | None
-
-
-class CommitTopic(NamedTuple):
-    name: str
-    partitions: tuple[CommitPartition, ...]
-
-
-class OffsetCommit(NamedTuple):
-    reply: Reply
-    timestamp_ms: int
-    group_id: str
-    generation_id: int  # generation_id_or_member_epoch; -1 in v0
-    member_id: str  # "" in v0
-    group_instance_id: str | None  # v7+
-    retention_time_ms: int  # v2-4; -1: the broker's retention
-    topics: tuple[CommitTopic, ...]
-
-
-class FetchTopic(NamedTuple):
-    name: str
-    partition_indexes: tuple[int, ...]
-
-
-class OffsetFetch(NamedTuple):
-    """One group's OffsetFetch: v0-7 as they are, v8+ with their one `groups` entry (PROTOCOL.md 8)."""
-
-    reply: Reply
-    timestamp_ms: int
-    group_id: str
-    topics: tuple[FetchTopic, ...] | None  # None: every committed offset
-
-
-class DescribeGroups(NamedTuple):
-    """DescribeGroups of its one group (PROTOCOL.md 8)."""
-
-    reply: Reply
-    timestamp_ms: int
-    group_id: str
-    include_authorized_operations: bool
-
-
-class ListGroups(NamedTuple):
-    """ListGroups: belongs to no group, so it is not a `Request` routed by group id."""
-
-    reply: Reply
-    timestamp_ms: int
-    states_filter: tuple[str, ...]
-    types_filter: tuple[str, ...]
-
-
-Request = JoinGroup | SyncGroup | Heartbeat | LeaveGroup | OffsetCommit | OffsetFetch | DescribeGroups
-Parsed = Request | ListGroups | Tick | Invalid
+from .records import (
+    CommitPartition,
+    CommitTopic,
+    DescribeGroups,
+    FetchTopic,
+    Heartbeat,
+    Invalid,
+    JoinGroup,
+    LeaveEntry,
+    LeaveGroup,
+    ListGroups,
+    OffsetCommit,
+    OffsetFetch,
+    Parsed,
+    Protocol,
+    Reply,
+    Request,
+    SyncGroup,
+    Tick,
+    new_record,
+)
 
 
 class _Bad(Exception):
@@ -347,39 +240,39 @@ def parse_request(
 
 
 def _parse_envelope(obj: dict[str, Any], record_ts: int | None, max_skew: int | None) -> Request | ListGroups | Tick:
-    api: Any = obj.get("api")
+    api: Any = obj.get(API)
     if api == TICK:
         return Tick(_envelope_timestamp(obj, record_ts, max_skew))
     versions = SUPPORTED_VERSIONS.get(api) if type(api) is str else None
     if versions is None:
         raise _Bad(f"api: unknown api {api!r}")
     low, high = versions
-    version = obj.get("version", high)
+    version = obj.get(VERSION, high)
     if type(version) is not int:
         raise _Bad(f"version: expected an integer, got {_type_name(version)}")
     if not low <= version <= high:
         raise _Bad(f"{api} version {version} is not supported (supported: {low}-{high})", Error.UNSUPPORTED_VERSION)
     # The common case inline: an own timestamp in range, no skew bound (everywhere but the live job).
-    timestamp = obj.get("timestamp_ms")
+    timestamp = obj.get(TIMESTAMP_MS)
     if max_skew is not None or type(timestamp) is not int or not 0 <= timestamp <= MAX_TIMESTAMP_MS:
         timestamp = _envelope_timestamp(obj, record_ts, max_skew)
     # Likewise the routing fields: an int32 correlation id, ASCII reply_to and client_id; the rule
-    # (wire.response_key) decides every other case.
-    correlation_id = obj.get("correlation_id")
-    client_id = obj.get("client_id", "")
-    reply_to = obj.get("reply_to", client_id)
+    # (envelope.response_key) decides every other case.
+    correlation_id = obj.get(CORRELATION_ID)
+    client_id = obj.get(CLIENT_ID, "")
+    reply_to = obj.get(REPLY_TO, client_id)
     if not (type(correlation_id) is int and INT32_MIN <= correlation_id <= INT32_MAX and type(reply_to) is str
             and reply_to.isascii() and type(client_id) is str and client_id.isascii()):
         routing = _routing(obj)
         if routing is None:
             raise _Bad("envelope: needs an int32 correlation_id and a string reply_to (or client_id)")
         correlation_id, client_id, reply_to = routing
-    client_host = obj.get("client_host", "")
+    client_host = obj.get(CLIENT_HOST, "")
     if type(client_host) is not str or not client_host.isascii():
         client_host = "" if client_host is None else _string(client_host, "client_host")
-    body = obj.get("body")
+    body = obj.get(BODY)
     if type(body) is not dict:
-        body = _object(_required(obj, "body", "envelope"), "body")
+        body = _object(_required(obj, BODY, "envelope"), "body")
     parsed: Request | ListGroups = _PARSERS[api](new_record(Reply, (api, version, correlation_id, client_id, reply_to)),
                                                  timestamp, client_host, body)
     return parsed
@@ -387,17 +280,13 @@ def _parse_envelope(obj: dict[str, Any], record_ts: int | None, max_skew: int | 
 
 def for_one_group(parsed: Parsed) -> Request | Tick | Invalid:
     """A record as a per-group step sees it: ListGroups belongs to no group, so there it is invalid (PROTOCOL.md 8)."""
-    if isinstance(parsed, ListGroups):
-        return Invalid("ListGroups: no single group holds the answer, and the request topic is routed by group; "
-                       "ask a gateway (which answers it from the snapshot topic) or a LocalCoordinator",
-                       Error.INVALID_REQUEST, parsed.reply, None, parsed.timestamp_ms)
-    return parsed
+    return answer_list_groups(parsed, every_group=None) if isinstance(parsed, ListGroups) else parsed
 
 
 def _readable_timestamp(obj: dict[str, Any], record_ts: int | None) -> int | None:
     """The time to stamp an answer to an invalid record with: its own if readable, else the broker's."""
     try:
-        return _timestamp(obj["timestamp_ms"]) if "timestamp_ms" in obj else record_ts
+        return _timestamp(obj[TIMESTAMP_MS]) if TIMESTAMP_MS in obj else record_ts
     except _Bad:
         return record_ts
 
@@ -428,11 +317,11 @@ def parse_raw(raw: bytes | str | None, *, record_timestamp_ms: int | None = None
 
 
 def _envelope_timestamp(obj: dict[str, Any], record_ts: int | None, max_skew: int | None) -> int:
-    if "timestamp_ms" not in obj:
+    if TIMESTAMP_MS not in obj:
         if record_ts is None:
             raise _Bad("timestamp_ms: missing (required outside the live job)")
         return _timestamp(record_ts)
-    timestamp = _timestamp(obj["timestamp_ms"])
+    timestamp = _timestamp(obj[TIMESTAMP_MS])
     if max_skew is not None and record_ts is not None and abs(timestamp - record_ts) > max_skew:
         raise _Bad(f"timestamp_ms: {timestamp} lies {timestamp - record_ts} ms from the record's broker "
                    f"timestamp {record_ts}, more than coordinator.max.clock.skew.ms = {max_skew}; "
@@ -441,11 +330,11 @@ def _envelope_timestamp(obj: dict[str, Any], record_ts: int | None, max_skew: in
 
 
 def _routing(obj: dict[str, Any]) -> tuple[int, str, str] | None:
-    """(correlation_id, client_id, reply_to), if they can be read: wire.response_key's rule, and a client_id."""
+    """(correlation_id, client_id, reply_to), if they can be read: envelope.response_key's rule, and a client_id."""
     key = response_key(obj)
     if key is None:
         return None
-    client_id = obj.get("client_id", "")
+    client_id = obj.get(CLIENT_ID, "")
     if client_id is None:
         client_id = ""
     elif type(client_id) is not str or not is_utf8_encodable(client_id):
@@ -459,12 +348,12 @@ def _readable_reply(obj: dict[str, Any]) -> Reply | None:
     if routing is None:
         return None
     correlation_id, client_id, reply_to = routing
-    api = obj.get("api")
-    version = obj.get("version")
+    api = obj.get(API)
+    version = obj.get(VERSION)
     if type(api) is not str or not is_utf8_encodable(api):
         api = ""
     if type(version) is not int or not INT32_MIN <= version <= INT32_MAX:
-        version = SUPPORTED_VERSIONS.get(api, (0, 0))[1] if "version" not in obj else -1
+        version = SUPPORTED_VERSIONS.get(api, (0, 0))[1] if VERSION not in obj else -1
     return Reply(api, version, correlation_id, client_id, reply_to)
 
 
@@ -476,7 +365,7 @@ def _parse_join(reply: Reply, timestamp: int, client_host: str, body: dict[str, 
     if v >= 8:
         _body_nullable_string(body, "reason")
     protocols = [new_record(Protocol, pair) for pair in _string_and_bytes_list(body, "protocols", "name", "metadata")]
-    group_id = _body_string(body, "group_id")
+    group_id = _body_string(body, GROUP_ID)
     member_id = _body_string(body, "member_id")
     protocol_type = _body_string(body, "protocol_type")
     return new_record(JoinGroup, (reply, timestamp, client_host, group_id, session, rebalance, member_id, instance,
@@ -486,7 +375,7 @@ def _parse_join(reply: Reply, timestamp: int, client_host: str, body: dict[str, 
 def _parse_sync(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> SyncGroup:
     v = reply.version
     assignments = _string_and_bytes_list(body, "assignments", "member_id", "assignment")
-    group_id = _body_string(body, "group_id")
+    group_id = _body_string(body, GROUP_ID)
     generation_id = _body_int32(body, "generation_id")
     member_id = _body_string(body, "member_id")
     instance = _body_nullable_string(body, "group_instance_id") if v >= 3 else None
@@ -497,13 +386,13 @@ def _parse_sync(reply: Reply, timestamp: int, client_host: str, body: dict[str, 
 
 
 def _parse_heartbeat(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> Heartbeat:
-    group_id = body.get("group_id")
+    group_id = body.get(GROUP_ID)
     generation_id = body.get("generation_id")
     member_id = body.get("member_id")
     instance = body.get("group_instance_id") if reply.version >= 3 else None
     # The hot path: plain strings and int32s pass these checks without calling the validators.
     if not (type(group_id) is str and group_id.isascii()):
-        group_id = _body_string(body, "group_id")
+        group_id = _body_string(body, GROUP_ID)
     if not (type(generation_id) is int and INT32_MIN <= generation_id <= INT32_MAX):
         generation_id = _body_int32(body, "generation_id")
     if not (type(member_id) is str and member_id.isascii()):
@@ -514,7 +403,7 @@ def _parse_heartbeat(reply: Reply, timestamp: int, client_host: str, body: dict[
 
 
 def _parse_leave(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> LeaveGroup:
-    group_id = _body_string(body, "group_id")
+    group_id = _body_string(body, GROUP_ID)
     entries: tuple[LeaveEntry, ...]
     if reply.version <= 2:
         entries = (LeaveEntry(_body_string(body, "member_id"), None),)
@@ -567,7 +456,7 @@ def _parse_offset_commit(reply: Reply, timestamp: int, client_host: str, body: d
         topics.append(CommitTopic(_string(_required(topic, "name", where), f"{where}.name"), tuple(partitions)))
     return OffsetCommit(
         reply, timestamp,
-        group_id=_body_string(body, "group_id"),
+        group_id=_body_string(body, GROUP_ID),
         generation_id=(_int32(body.get("generation_id_or_member_epoch", -1), "body.generation_id_or_member_epoch")
                        if v >= 1 else -1),
         member_id=_body_string(body, "member_id") if v >= 1 else "",
@@ -594,7 +483,7 @@ def _fetch_topics(value: Any, where: str, nullable: bool) -> tuple[FetchTopic, .
 
 def _one_group(body: dict[str, Any]) -> Any:
     """The one entry of `groups`: this coordinator routes by group, so an envelope names one (PROTOCOL.md 8)."""
-    groups = _list(_required(body, "groups", "body"), "body.groups")
+    groups = _list(_required(body, GROUPS, "body"), "body.groups")
     if len(groups) != 1:
         raise _Bad(f"body.groups: exactly one group per envelope, got {len(groups)} (send one envelope per group)")
     return groups[0]
@@ -606,14 +495,14 @@ def _parse_offset_fetch(reply: Reply, timestamp: int, client_host: str, body: di
         _boolean(body.get("require_stable", False), "body.require_stable")
     if v <= 7:
         topics_value = _required(body, "topics", "body") if v <= 1 else body.get("topics")
-        return OffsetFetch(reply, timestamp, _body_string(body, "group_id"),
+        return OffsetFetch(reply, timestamp, _body_string(body, GROUP_ID),
                            _fetch_topics(topics_value, "body.topics", nullable=v >= 2))
     group = _object(_one_group(body), "body.groups[0]")
     if v >= 9:
         _nullable_string(group.get("member_id"), "body.groups[0].member_id")
         _int32(group.get("member_epoch", -1), "body.groups[0].member_epoch")
     return OffsetFetch(reply, timestamp,
-                       _string(_required(group, "group_id", "body.groups[0]"), "body.groups[0].group_id"),
+                       _string(_required(group, GROUP_ID, "body.groups[0]"), "body.groups[0].group_id"),
                        _fetch_topics(group.get("topics"), "body.groups[0].topics", nullable=True))
 
 
