@@ -21,8 +21,8 @@ from enum import StrEnum
 from typing import Any
 
 from ..config import EngineConfig
+from ..envelope import Response
 from ..journal import MISSING, Journal
-from ..responses import Response
 from ..timers import HEARTBEAT_TIMER, JOIN_TIMER, RETENTION_TIMER, SYNC_TIMER, Timers
 from .assignor import AssignorMember, SubtopologyTasks, assign
 from .member import StreamsMember

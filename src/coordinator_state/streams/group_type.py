@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..config import EngineConfig
-from ..requests import Reply
-from ..responses import Response, envelope
+from ..envelope import Response, response_envelope
+from ..records import Reply
 from .codec import decode_streams_group, encode_streams_group
 from .group import StreamsGroup
 from .heartbeat import streams_heartbeat
@@ -87,12 +87,12 @@ def describe_response(group: StreamsGroup | None, request: StreamsGroupDescribe,
     """A StreamsGroupDescribe answer for its one group (None: absent, or not a streams group)."""
     entry = describe_entry(group) if group is not None else not_found_entry(request.group_id)
     body = {"error_code": 0, "error": "NONE", "throttle_time_ms": 0, "groups": [entry]}
-    return envelope(request.reply, request.group_id, t, body)
+    return response_envelope(request.reply, request.group_id, t, body)
 
 
 def _heartbeat_response(reply: Reply, group_id: str, t: int, body: dict[str, Any],
                         create_topics: list[dict[str, Any]] | None) -> Response:
-    response = envelope(reply, group_id, t, body)
+    response = response_envelope(reply, group_id, t, body)
     if create_topics is not None:
         response["create_topics"] = create_topics
     return response

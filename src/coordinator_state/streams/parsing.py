@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..requests import (
-    Reply,
+from ..parsing import (
     _Bad,
     _boolean,
     _int32,
@@ -25,6 +24,7 @@ from ..requests import (
     _strings,
     _type_name,
 )
+from ..records import Reply
 from .records import (
     CopartitionGroup,
     Endpoint,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..requests import Reply
+from ..records import Reply
 from .tasks import TaskSets, tasks_from_wire
 
 TaskIds = tuple[str, tuple[int, ...]]

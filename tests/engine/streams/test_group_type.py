@@ -9,7 +9,7 @@ import pytest
 
 from coordinator_state.config import EngineConfig
 from coordinator_state.output import to_json
-from coordinator_state.requests import Reply
+from coordinator_state.records import Reply
 from coordinator_state.streams import group_type
 from coordinator_state.streams.group import StreamsGroup
 from coordinator_state.streams.heartbeat import HeartbeatOutcome, streams_heartbeat

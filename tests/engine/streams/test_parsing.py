@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from coordinator_state.requests import Reply, _Bad
+from coordinator_state.parsing import _Bad
+from coordinator_state.records import Reply
 from coordinator_state.streams.parsing import parse_streams_describe, parse_streams_heartbeat, parse_topic_metadata
 from coordinator_state.streams.records import CopartitionGroup, Endpoint, Subtopology, TopicInfo, Topology
 from coordinator_state.streams.tasks import TaskSets
