@@ -13,6 +13,7 @@ from .topics import Status
 
 __all__ = ["AUTHORIZED_OPERATIONS_OMITTED", "endpoint_entry", "heartbeat_body", "leave_body", "status_entries"]
 
+_CODE_AND_NAME = {error: (int(error), error.name) for error in Error}
 # StreamsGroupDescribe's authorized operations when they are not asked for (the spec default, Integer.MIN_VALUE).
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
@@ -27,17 +28,20 @@ def heartbeat_body(error: Error, *, message: str | None = None, member_id: str =
                    endpoint_information_epoch: int = 0,
                    partitions_by_user_endpoint: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """A StreamsGroupHeartbeat v0 body; `assigned` None leaves the three task lists null ("unchanged")."""
-    lists = task_sets_to_wire(assigned) if assigned is not None else dict.fromkeys(
-        ("active_tasks", "standby_tasks", "warmup_tasks"))
-    return {
-        "error_code": int(error), "error": error.name, "throttle_time_ms": 0, "error_message": message,
+    code, name = _CODE_AND_NAME[error]
+    body = {
+        "error_code": code, "error": name, "throttle_time_ms": 0, "error_message": message,
         "member_id": member_id, "member_epoch": member_epoch, "heartbeat_interval_ms": heartbeat_interval_ms,
         # v0's recovery lag: 4.4 fills only v1's field (PROTOCOL.md section 10)
         "acceptable_recovery_lag_legacy": 0, "task_offset_interval_ms": task_offset_interval_ms,
-        "status": status_entries(statuses), **lists,
+        "status": status_entries(statuses) if statuses else [],
+        "active_tasks": None, "standby_tasks": None, "warmup_tasks": None,
         "endpoint_information_epoch": endpoint_information_epoch,
         "partitions_by_user_endpoint": partitions_by_user_endpoint,
     }
+    if assigned is not None:
+        body.update(task_sets_to_wire(assigned))
+    return body
 
 
 def leave_body(member_id: str, member_epoch: int) -> dict[str, Any]:

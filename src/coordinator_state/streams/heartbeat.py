@@ -50,10 +50,12 @@ def request_check(req: StreamsGroupHeartbeat) -> tuple[Error, str] | None:
     invalid = Error.INVALID_REQUEST
     if req.topology is not None and any(s.source_topic_regex for s in req.topology.subtopologies):
         return invalid, "Regular expressions for source topics are not supported yet."
-    for name, value in (("MemberId", req.member_id), ("GroupId", req.group_id), ("InstanceId", req.instance_id),
-                        ("RackId", req.rack_id)):
-        if value is not None and not value.strip():
-            return invalid, f"{name} can't be empty."
+    if not (req.member_id.strip() and req.group_id.strip() and (req.instance_id is None or req.instance_id.strip())
+            and (req.rack_id is None or req.rack_id.strip())):
+        name = next(name for name, value in (("MemberId", req.member_id), ("GroupId", req.group_id),
+                                             ("InstanceId", req.instance_id), ("RackId", req.rack_id))
+                    if value is not None and not value.strip())
+        return invalid, f"{name} can't be empty."
     lists = (req.active_tasks, req.standby_tasks, req.warmup_tasks)
     if req.member_epoch == 0:
         if req.rebalance_timeout_ms == -1:

@@ -24,7 +24,7 @@ from ..parsing import (
     _strings,
     _type_name,
 )
-from ..records import Reply
+from ..records import Reply, new_record
 from .records import (
     CopartitionGroup,
     Endpoint,
@@ -44,29 +44,22 @@ _T = TypeVar("_T")
 
 def parse_streams_heartbeat(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any],
                             topic_metadata: Any = None) -> StreamsGroupHeartbeat:
-    """A StreamsGroupHeartbeat v0 body; `topic_metadata` is the envelope's field as read (None when absent)."""
-    topology = body.get("topology")
-    return StreamsGroupHeartbeat(
-        reply, timestamp, client_host,
-        group_id=_string(_required(body, "group_id", "body"), "body.group_id"),
-        member_id=_string(_required(body, "member_id", "body"), "body.member_id"),
-        member_epoch=_int32(_required(body, "member_epoch", "body"), "body.member_epoch"),
-        endpoint_information_epoch=_int32(body.get("endpoint_information_epoch", 0), "body.endpoint_information_epoch"),
-        instance_id=_nullable(body, "instance_id", "body", _string),
-        rack_id=_nullable(body, "rack_id", "body", _string),
-        rebalance_timeout_ms=_int32(body.get("rebalance_timeout_ms", -1), "body.rebalance_timeout_ms"),
-        topology=None if topology is None else parse_topology(topology, "body.topology"),
-        active_tasks=_nullable(body, "active_tasks", "body", _task_ids),
-        standby_tasks=_nullable(body, "standby_tasks", "body", _task_ids),
-        warmup_tasks=_nullable(body, "warmup_tasks", "body", _task_ids),
-        process_id=_nullable(body, "process_id", "body", _string),
-        user_endpoint=_nullable(body, "user_endpoint", "body", _endpoint),
-        client_tags=_nullable(body, "client_tags", "body", _key_values),
-        task_offsets=_nullable(body, "task_offsets", "body", _task_offsets),
-        task_end_offsets=_nullable(body, "task_end_offsets", "body", _task_offsets),
-        shutdown_application=_boolean(body.get("shutdown_application", False), "body.shutdown_application"),
-        topic_metadata=parse_topic_metadata(topic_metadata),
-    )
+    """A StreamsGroupHeartbeat v0 body; `topic_metadata` is the envelope's field as read (None when absent).
+
+    The record is built field by field from the defaults, each field present in the body parsed by its own
+    parser: a heartbeat usually names four or five fields of nineteen."""
+    values = list(_HEARTBEAT_DEFAULTS)
+    values[0], values[1], values[2] = reply, timestamp, client_host
+    for key in _HEARTBEAT_REQUIRED:
+        if key not in body:
+            raise _Bad(f"body.{key}: missing")
+    for key, value in body.items():
+        field = _HEARTBEAT_FIELDS.get(key)
+        if field is not None and (value is not None or not field[2]):
+            values[field[0]] = field[1](value, "body." + key)
+    if topic_metadata is not None:
+        values[-1] = parse_topic_metadata(topic_metadata)
+    return new_record(StreamsGroupHeartbeat, tuple(values))
 
 
 def parse_streams_describe(reply: Reply, timestamp: int, client_host: str,
@@ -102,11 +95,6 @@ def parse_topic_metadata(value: Any) -> tuple[tuple[str, int], ...]:
 
 
 # ---------------------------------------------------------------------- the body's structures
-
-
-def _nullable(obj: dict[str, Any], key: str, where: str, parse: Callable[[Any, str], _T]) -> _T | None:
-    value = obj.get(key)
-    return None if value is None else parse(value, f"{where}.{key}")
 
 
 def _ranged(value: Any, where: str, low: int, high: int, kind: str) -> int:
@@ -195,3 +183,19 @@ def _task_offsets(value: Any, where: str) -> tuple[TaskOffset, ...]:
                                   _int32(obj.get("partition", 0), f"{at}.partition"),
                                   _int64(obj.get("offset", 0), f"{at}.offset")))
     return tuple(offsets)
+
+
+# StreamsGroupHeartbeat's body fields: key -> (index in the record, parser, nullable); absent ones keep their
+# JSON spec default from `_HEARTBEAT_DEFAULTS` (PROTOCOL.md section 10).
+_HEARTBEAT_FIELDS: dict[str, tuple[int, Any, bool]] = {
+    key: (StreamsGroupHeartbeat._fields.index(key), parse, nullable) for key, parse, nullable in (
+        ("group_id", _string, False), ("member_id", _string, False), ("member_epoch", _int32, False),
+        ("endpoint_information_epoch", _int32, False), ("instance_id", _string, True), ("rack_id", _string, True),
+        ("rebalance_timeout_ms", _int32, False), ("topology", parse_topology, True),
+        ("active_tasks", _task_ids, True), ("standby_tasks", _task_ids, True), ("warmup_tasks", _task_ids, True),
+        ("process_id", _string, True), ("user_endpoint", _endpoint, True), ("client_tags", _key_values, True),
+        ("task_offsets", _task_offsets, True), ("task_end_offsets", _task_offsets, True),
+        ("shutdown_application", _boolean, False))}
+_HEARTBEAT_REQUIRED = ("group_id", "member_id", "member_epoch")
+_HEARTBEAT_DEFAULTS: tuple[Any, ...] = StreamsGroupHeartbeat(
+    None, 0, "", "", "", 0, 0, None, None, -1, None, None, None, None, None, None, None, None, None, False, ())  # type: ignore[arg-type]
