@@ -22,7 +22,6 @@ from ..parsing import (
     _required,
     _string,
     _strings,
-    _type_name,
 )
 from ..records import Reply, new_record
 from .records import (
@@ -97,16 +96,16 @@ def parse_topic_metadata(value: Any) -> tuple[tuple[str, int], ...]:
 # ---------------------------------------------------------------------- the body's structures
 
 
-def _ranged(value: Any, where: str, low: int, high: int, kind: str) -> int:
-    if type(value) is not int:
-        raise _Bad(f"{where}: expected an {kind}, got {_type_name(value)}")
-    if not low <= value <= high:
-        raise _Bad(f"{where}: {value} is outside the {kind} range")
-    return value
+def _narrow(value: Any, where: str, low: int, high: int, kind: str) -> int:
+    """An int32 that must also fit a narrower type (int16, uint16)."""
+    number = _int32(value, where)
+    if not low <= number <= high:
+        raise _Bad(f"{where}: {number} is outside the {kind} range")
+    return number
 
 
 def _int16(value: Any, where: str) -> int:
-    return _ranged(value, where, -(2**15), 2**15 - 1, "int16")
+    return _narrow(value, where, -(2**15), 2**15 - 1, "int16")
 
 
 def _items(obj: dict[str, Any], key: str, where: str, parse: Callable[[Any, str], _T]) -> tuple[_T, ...]:
@@ -171,7 +170,7 @@ def _task_ids(value: Any, where: str) -> tuple[TaskIds, ...]:
 def _endpoint(value: Any, where: str) -> Endpoint:
     obj = _object(value, where)
     return Endpoint(_string(obj.get("host", ""), f"{where}.host"),
-                    _ranged(obj.get("port", 0), f"{where}.port", 0, 2**16 - 1, "uint16"))
+                    _narrow(obj.get("port", 0), f"{where}.port", 0, 2**16 - 1, "uint16"))
 
 
 def _task_offsets(value: Any, where: str) -> tuple[TaskOffset, ...]:
