@@ -92,11 +92,60 @@ def streams_heartbeat(group: StreamsGroup | None, req: StreamsGroupHeartbeat, t:
             raise _Refused(*refusal)
         if req.member_epoch < 0:
             return _leave(group, req, t)
-        return _Heartbeat(group, req, t, config).run()
+        return _steady(group, req, t) or _Heartbeat(group, req, t, config).run()
     except _Refused as refused:
         return HeartbeatOutcome(group, heartbeat_body(refused.error, message=str(refused)))
     except TopologyRefused as refused:
         return HeartbeatOutcome(group, heartbeat_body(refused.error, message=str(refused)))
+
+
+def _steady(group: StreamsGroup | None, req: StreamsGroupHeartbeat, t: int) -> HeartbeatOutcome | None:
+    """The most frequent heartbeat, answered without the general procedure: a known member, Stable at the
+    assignment epoch of a group with no pending bump, reporting nothing and changing nothing. None: any other."""
+    if group is None or group.fresh or req.topology is not None or req.topic_metadata \
+            or req.active_tasks is not None or req.shutdown_application \
+            or req.endpoint_information_epoch != group.endpoint_information_epoch:
+        return None
+    member = group.members.get(req.member_id)
+    configured, topology = group.configured, group.topology
+    if (member is None or member.member_epoch != req.member_epoch or member.state is not MemberState.STABLE
+            or member.member_epoch != group.assignment_epoch or group.group_epoch != group.assignment_epoch
+            or configured is None or topology is None or updated_member(member, req) is not member
+            or (req.instance_id is not None and group.static_members.get(req.instance_id) != member.member_id)
+            or group.standby_replicas_at_bump != group.settings.num_standby_replicas):
+        return None
+    settings = group.settings
+    group.timers.schedule(SESSION_TIMER, member.member_id, t + settings.session_timeout_ms)
+    body = heartbeat_body(
+        Error.NONE, member_id=member.member_id, member_epoch=member.member_epoch,
+        heartbeat_interval_ms=settings.heartbeat_interval_ms, task_offset_interval_ms=settings.task_offset_interval_ms,
+        statuses=_statuses(member, topology, False, configured, group.shutdown_requested),
+        endpoint_information_epoch=group.endpoint_information_epoch)
+    return HeartbeatOutcome(group, body, _create_topics(configured))
+
+
+def _statuses(member: StreamsMember, topology: Topology, delayed: bool, configured: ConfiguredTopology,
+              shutdown: bool) -> list[tuple[Status, str]]:
+    """An answer's statuses, in section 10's order."""
+    statuses: list[tuple[Status, str]] = []
+    if member.topology_epoch < topology.epoch:
+        statuses.append((Status.STALE_TOPOLOGY, f"The member's topology epoch {member.topology_epoch} is "
+                                                f"behind the group's topology epoch {topology.epoch}."))
+    if delayed:
+        statuses.append((Status.ASSIGNMENT_DELAYED, "The assignment is delayed."))
+    if configured.status is not None:
+        statuses.append((configured.status, configured.status_detail))
+    if shutdown:
+        statuses.append((Status.SHUTDOWN_APPLICATION, "A member of the group requested the shutdown of the "
+                                                      "whole application."))
+    return statuses
+
+
+def _create_topics(configured: ConfiguredTopology) -> list[dict[str, Any]] | None:
+    """The internal topics an answer asks to create (MISSING_INTERNAL_TOPICS), by name."""
+    if configured.status is not Status.MISSING_INTERNAL_TOPICS:
+        return None
+    return [topic.to_create() for topic in configured.topics_to_create]
 
 
 def _leave(group: StreamsGroup | None, req: StreamsGroupHeartbeat, t: int) -> HeartbeatOutcome:
@@ -259,15 +308,9 @@ class _Heartbeat:
                 and group.timers.get(INITIAL_TIMER) is None:
             group.timers.schedule(INITIAL_TIMER, "", t + settings.initial_rebalance_delay_ms)
 
-        statuses: list[tuple[Status, str]] = []
-        if updated.topology_epoch < topology.epoch:
-            statuses.append((Status.STALE_TOPOLOGY, f"The member's topology epoch {updated.topology_epoch} is "
-                                                    f"behind the group's topology epoch {topology.epoch}."))
-        if group.group_epoch > group.assignment_epoch:
-            if group.assignment_delayed(t):
-                statuses.append((Status.ASSIGNMENT_DELAYED, "The assignment is delayed."))
-            else:
-                group.compute_targets(t)
+        delayed = group.group_epoch > group.assignment_epoch and group.assignment_delayed(t)
+        if group.group_epoch > group.assignment_epoch and not delayed:
+            group.compute_targets(t)
 
         # The state derives from what the snapshot shows (members' epochs and states, the epochs, the validated
         # topology epoch), each store of which is a change already.
@@ -275,14 +318,10 @@ class _Heartbeat:
         group.put_member(reconciled, t)
         group.timers.schedule(SESSION_TIMER, reconciled.member_id, t + settings.session_timeout_ms)
 
-        if configured.status is not None:
-            statuses.append((configured.status, configured.status_detail))
-        shutdown = group.shutdown_requested or req.shutdown_application
+        statuses = _statuses(reconciled, topology, delayed, configured,
+                             group.shutdown_requested or req.shutdown_application)
         if req.shutdown_application and not self.creating:
             group.shutdown_requested = True
-        if shutdown:
-            statuses.append((Status.SHUTDOWN_APPLICATION, "A member of the group requested the shutdown of the "
-                                                          "whole application."))
 
         endpoint_epoch = self._endpoint_epoch(replaced or member, reconciled)
         partitions = None if endpoint_epoch == req.endpoint_information_epoch else _partitions_by_endpoint(group)
@@ -294,10 +333,8 @@ class _Heartbeat:
             assigned=reconciled.assigned if req.member_epoch == 0 or reconciled.assigned != before else None,
             endpoint_information_epoch=0 if self.creating else group.endpoint_information_epoch,
             partitions_by_user_endpoint=partitions)
-        create = ([topic.to_create() for topic in configured.topics_to_create]
-                  if configured.status is Status.MISSING_INTERNAL_TOPICS else None)
         group.fresh = False
-        return HeartbeatOutcome(group, body, create)
+        return HeartbeatOutcome(group, body, _create_topics(configured))
 
     def _reconcile(self, member: StreamsMember) -> StreamsMember:
         """maybeReconcile: CurrentAssignmentBuilder toward the member's target; the rebalance timeout runs while a

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from coordinator_state.config import EngineConfig
 from coordinator_state.output import from_json, to_json
 from coordinator_state.records import Reply
+from coordinator_state.streams import heartbeat
 from coordinator_state.streams.codec import decode_streams_group, encode_streams_group
 from coordinator_state.streams.group import StreamsGroup
 from coordinator_state.streams.heartbeat import streams_heartbeat
@@ -30,7 +31,8 @@ TOPOLOGY = Topology(0, (Subtopology("s", ("in",), state_changelog_topics=(TopicI
                         Subtopology("t", ("in2",))))
 VIEW = (("in", 6), ("in2", 3), ("s-changelog", 6))
 CLIENTS = 5  # 0-2 static (instance i0..i2), 3-4 dynamic
-ACTIONS = ["join", "heartbeat", "heartbeat", "heartbeat", "leave", "temporary_leave", "restart", "advance"]
+ACTIONS = ["join", "heartbeat", "heartbeat", "quiet_heartbeat", "quiet_heartbeat", "leave", "temporary_leave",
+           "restart", "advance"]
 
 
 @dataclass
@@ -49,7 +51,8 @@ class _Client:
         return f"i{self.index}" if self.index < 3 else None
 
 
-def _request(client: _Client, epoch: int, t: int, correlation: int) -> StreamsGroupHeartbeat:
+def _request(client: _Client, epoch: int, t: int, correlation: int, quiet: bool) -> StreamsGroupHeartbeat:
+    """A join, or a heartbeat reporting the client's tasks (quiet: reporting none, as when they are unchanged)."""
     joining = epoch == 0
     owned = {role: tuple((s, tuple(p["partitions"])) for p in tasks_to_wire(client.owned.get(role, ()))
                          for s in [p["subtopology_id"]]) for role in ("active", "standby", "warmup")}
@@ -57,7 +60,7 @@ def _request(client: _Client, epoch: int, t: int, correlation: int) -> StreamsGr
         Reply("StreamsGroupHeartbeat", 0, correlation, f"client-{client.index}", f"r{client.index}"), t, "/h",
         "g", client.member_id, epoch, 0, client.instance_id, None, 5000 if joining else -1,
         TOPOLOGY if joining else None,
-        () if joining else owned["active"], () if joining else owned["standby"], () if joining else owned["warmup"],
+        *(() if joining else None if quiet else owned[role] for role in ("active", "standby", "warmup")),
         f"p{client.index % 3}" if joining else None, None, None, None, None, False, VIEW if joining else ())
 
 
@@ -92,7 +95,7 @@ def _run(steps: list[tuple[str, int, int]], through_codec: bool) -> list[Any]:
             action = "join"
         epoch = {"join": 0, "leave": -1, "temporary_leave": -2 if client.instance_id else -1}.get(
             action, client.epoch if client.epoch is not None else 0)
-        outcome = streams_heartbeat(group, _request(client, epoch, t, n), t, CONFIG)
+        outcome = streams_heartbeat(group, _request(client, epoch, t, n, quiet=action == "quiet_heartbeat"), t, CONFIG)
         group = outcome.group
         _apply_answer(client, outcome.body, epoch)
         seen.append(outcome.body)
@@ -134,6 +137,17 @@ _steps = st.lists(st.tuples(st.sampled_from(ACTIONS), st.integers(0, CLIENTS - 1
 @given(_steps)
 def test_invariants_hold_and_the_codec_changes_nothing(steps: list[tuple[str, int, int]]) -> None:
     assert _run(steps, through_codec=False) == _run(steps, through_codec=True)
+
+
+@settings(max_examples=100)
+@given(_steps)
+def test_the_steady_heartbeat_shortcut_answers_as_the_general_procedure(steps: list[tuple[str, int, int]]) -> None:
+    with_shortcut = _run(steps, through_codec=False)
+    original, heartbeat._steady = heartbeat._steady, lambda *_: None
+    try:
+        assert _run(steps, through_codec=False) == with_shortcut
+    finally:
+        heartbeat._steady = original
 
 
 def test_a_rolling_bounce_of_static_members_moves_no_task_and_bumps_no_epoch() -> None:
