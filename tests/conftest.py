@@ -17,6 +17,8 @@ from coordinator_job.settings import load_settings
 from coordinator_job.spark_session import build_session
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# Its assertions are the tests' own: rewritten (before a test module imports it) to explain a failure.
+pytest.register_assert_rewrite("tests.replays")
 
 # Hypothesis' per-example deadline is a timing assertion; on a shared 2-core machine it fails healthy tests.
 # Speed is measured by `coordinator bench`, not asserted here.

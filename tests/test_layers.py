@@ -126,6 +126,18 @@ def test_no_import_circle_between_modules() -> None:
         raise AssertionError(f"import circle: {' -> '.join(error.args[1])}") from None
 
 
+def test_the_envelope_needs_none_of_the_engines_state_machine() -> None:
+    """envelope.py is the vocabulary every side imports: it reaches only the record types, the listing rule and
+    the error codes, never a group, a handler or the parser."""
+    graph = module_import_graph()
+    reached, todo = set(), ["coordinator_state.envelope"]
+    while todo:
+        module = todo.pop()
+        reached.add(module)
+        todo += graph[module] - reached
+    assert reached == {f"coordinator_state.{name}" for name in ("envelope", "records", "listing", "errors")}
+
+
 # What the job's package may import: the engine, itself, Spark and what a deployment installs with it.
 JOB_MAY_IMPORT = {"coordinator_state", "coordinator_job", "pyspark", "pyarrow", "pandas", "kafka"}
 LAB_WORDS = re.compile(r"bench|traffic_gen|generat|soak|ceiling|empty_(step|operator|processor)", re.IGNORECASE)

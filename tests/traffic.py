@@ -31,11 +31,13 @@ HOSTILE = [
 ]
 
 
-def _chaos_lines(group_id: str, scenario: str, membership: str, members: int, seed: int) -> list[dict]:
+def chaos_lines(group_id: str, scenario: str, membership: str, members: int, seed: int,
+                settle_ms: int = 15000) -> list[dict]:
+    """A simulated run's traffic in log order, its `reply_to`s prefixed with the group (unique across runs)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "traffic.jsonl"
         run_chaos({"scenario": scenario, "membership": membership, "members": members, "seed": seed,
-                   "group_id": group_id, "settle_ms": 15000}, traffic=path)
+                   "group_id": group_id, "settle_ms": settle_ms}, traffic=path)
         records = [json.loads(line) for line in path.read_text().splitlines()]
     for record in records:
         if "reply_to" in record:
@@ -46,10 +48,10 @@ def _chaos_lines(group_id: str, scenario: str, membership: str, members: int, se
 def build_traffic(size: str = "full") -> list[bytes]:
     """A traffic file's lines: `full` (two simulated groups, a silent one, hostile records) or `short`."""
     if size == "short":
-        records = _chaos_lines("orders", "crash", "static", 2, seed=3)[:40]
+        records = chaos_lines("orders", "crash", "static", 2, seed=3)[:40]
     else:
-        records = (_chaos_lines("orders", "crash-longer-than-session", "static", 4, seed=1)
-                   + _chaos_lines("payments", "rolling-bounce", "dynamic", 3, seed=2))
+        records = (chaos_lines("orders", "crash-longer-than-session", "static", 4, seed=1)
+                   + chaos_lines("payments", "rolling-bounce", "dynamic", 3, seed=2))
     start = min(r["timestamp_ms"] for r in records)
     records += silent_group(start + 150)
     if size == "full":

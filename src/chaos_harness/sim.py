@@ -3,7 +3,8 @@
 `SimBackend` is a `group_client.Transport` and a chaos `Backend`. It writes every request to a request
 log, with a Tick every `tick_interval_ms` of simulated time, and feeds the log to the engine's
 `ReplayDriver`, which applies PROTOCOL.md section 5's clock rule: so the log, saved as a `.jsonl` file,
-replays to exactly the responses the run saw.
+replays to exactly the responses the run saw. No record in it is older than one before it (none is late), so
+the streaming job replays it to the same responses at any micro-batch size.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class SimBackend:
         self._duplicate_probability = duplicate_probability
         self._rng = random.Random(seed)
         self._next_tick = start_ms + tick_interval_ms
+        self._latest_ms = start_ms  # the newest record in the log: none may come older
         self._fed = 0  # records of the log the engine has taken
         self._mailboxes: dict[str, list[dict[str, Any]]] = {}
         self._backlog: list[dict[str, Any]] | None = None  # not None while the coordinator is down
@@ -135,6 +137,12 @@ class SimBackend:
                 out.write(json.dumps(record, separators=(",", ":")) + "\n")
 
     def _write(self, record: dict[str, Any]) -> None:
+        if record["timestamp_ms"] < self._latest_ms:
+            # Late at lateness 0 (PROTOCOL.md section 5): the log would replay differently at different
+            # micro-batch boundaries.
+            raise ValueError(f"a {record['api']} stamped {record['timestamp_ms']} after a record stamped "
+                             f"{self._latest_ms}: the request log would hold a late record")
+        self._latest_ms = record["timestamp_ms"]
         self.traffic.append(record)
         key = response_key(record)
         if record.get("api") != "Tick" and key is not None:

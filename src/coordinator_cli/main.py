@@ -1,7 +1,8 @@
 """`coordinator`: the command line of the Spark group coordinator.
 
 Subcommands: run (the streaming job), broker (the embedded Kafka-compatible broker), replay, diff,
-record, groups (list, describe and remove members, like kafka-consumer-groups.sh), chaos, bench, gateway.
+record, groups (list, describe and remove members, like kafka-consumer-groups.sh), chaos, bench, gateway,
+users and acls (the gateway's SASL users and ACLs, like kafka-configs.sh and kafka-acls.sh).
 Each is a thin shell over a module; `coordinator SUBCOMMAND --help` explains it.
 """
 
@@ -143,14 +144,15 @@ def cmd_broker(args: argparse.Namespace) -> int:
 def _replay_spark(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     """The Spark replay in bounded memory: the input is read by ranges, the responses written as they come."""
     from coordinator_job.replay import replay_spark_to_files, write_lines
+    from coordinator_job.traffic_file import late_requests_note, scan_traffic
 
     if problems := check_prerequisites():
         print("cannot run Spark:\n  " + "\n  ".join(problems), file=sys.stderr)
         return EXIT_FAILED
     source = Path(args.input)
+    lateness_ms = int(settings["coordinator.lateness.ms"])
     try:
-        with source.open("rb") as fh:
-            records = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+        records, late_requests = scan_traffic(source, lateness_ms)
     except OSError as exc:
         print(f"cannot read {args.input}: {exc.strerror}", file=sys.stderr)
         return EXIT_FAILED
@@ -180,14 +182,17 @@ def _replay_spark(args: argparse.Namespace, settings: dict[str, Any]) -> int:
         write_lines(Path(args.snapshots), [written.snapshots[g] for g in sorted(written.snapshots)])
     if args.offsets:
         write_lines(Path(args.offsets), list(written.offsets.values()))
+    if note := late_requests_note(late_requests, lateness_ms):
+        print(note, file=sys.stderr)
     print(json.dumps({"engine": args.engine, "records": records, "responses": written.responses,
                       "groups": len(written.snapshots), "bad_lines": written.dead_letters,
-                      "seconds": round(time.monotonic() - started, 3)}))
+                      "late_requests": late_requests, "seconds": round(time.monotonic() - started, 3)}))
     return EXIT_OK
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from coordinator_job.replay import read_traffic, replay_local, report_bad_lines, write_result
+    from coordinator_job.traffic_file import late_requests_note
 
     settings = _load(args)
     if args.engine == "spark":
@@ -207,9 +212,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     report_bad_lines(result)
     write_result(result, Path(args.output), Path(args.snapshots) if args.snapshots else None,
                  Path(args.dead_letters) if args.dead_letters else None, Path(args.offsets) if args.offsets else None)
+    late_requests = result.counts["late_requests"]
+    if note := late_requests_note(late_requests, int(settings["coordinator.lateness.ms"])):
+        print(note, file=sys.stderr)
     print(json.dumps({"engine": args.engine, "records": len(lines), "responses": len(result.responses),
                       "groups": len(result.snapshots), "bad_lines": len(result.dead_letters),
-                      "seconds": round(time.monotonic() - started, 3)}))
+                      "late_requests": late_requests, "seconds": round(time.monotonic() - started, 3)}))
     return EXIT_OK
 
 
@@ -339,6 +347,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     chaos_harness.real_chaos.add_arguments(chaos)
     chaos.set_defaults(handler=lambda args: chaos_harness.real_chaos.main(args) if args.clients else chaos_main(args))
+
+    from .security import acls_main, add_acls_arguments, add_users_arguments, users_main
+
+    users = commands.add_parser(
+        "users", help="add, remove and list the gateway's SASL users (like kafka-configs.sh for SCRAM)",
+        description="Manages the gateway's users file: salted SCRAM credentials in Kafka's storage format, "
+                    "never a password. A running gateway re-reads the file when it changes.")
+    add_users_arguments(users)
+    users.set_defaults(handler=users_main)
+
+    acls = commands.add_parser(
+        "acls", help="add, remove and list the gateway's ACLs (like kafka-acls.sh)",
+        description="Manages the gateway's ACL file (JSON lines, Kafka's bindings) and prints what "
+                    "kafka-acls.sh --list prints. A running gateway re-reads the file when it changes.")
+    add_acls_arguments(acls)
+    acls.set_defaults(handler=acls_main)
 
     gateway = commands.add_parser("gateway", help="let unmodified Kafka clients use this coordinator",
                                   description=kafka_gateway.cli.DESCRIPTION)

@@ -30,10 +30,11 @@ from typing import Any, BinaryIO, NamedTuple
 
 from kafka import KafkaConsumer, TopicPartition
 
-from coordinator_state import to_json, tombstone
+from coordinator_state import Watermark, to_json, tombstone
 from coordinator_state.envelope import API, TIMESTAMP_MS
 
 from .broker import log_end_offsets, wait_for_broker
+from .traffic_file import late_requests_note
 
 Progress = Callable[[Counter[str], int], None]
 """Called about twice a second with the counts so far and the number of records waiting to be merged."""
@@ -118,8 +119,9 @@ class PartitionMerge:
 class TopicRecorder:
     """A group-less consumer on every partition of a topic, positioned at its start or at its end."""
 
-    def __init__(self, bootstrap_servers: str, topic: str, *, from_beginning: bool) -> None:
+    def __init__(self, bootstrap_servers: str, topic: str, *, from_beginning: bool, lateness_ms: int) -> None:
         self.topic = topic
+        self.lateness_ms = lateness_ms  # for counting the late requests written (`late_requests`)
         self.consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, client_id="coordinator-record",
                                       group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
                                       fetch_max_wait_ms=100)
@@ -148,6 +150,7 @@ class TopicRecorder:
             progress: Progress | None = None) -> Counter[str]:
         """Writes lines until `stop` is set or, with `until_idle_s`, that long passes without a record."""
         counts: Counter[str] = Counter()
+        watermark = Watermark(self.lateness_ms)
         last_record = last_progress = time.monotonic()
         while not stop.is_set():
             fetched = self.consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
@@ -155,23 +158,26 @@ class TopicRecorder:
             for records in fetched.values():
                 self.merge.add(Fetched(r.timestamp, r.partition, r.offset, r.key, r.value) for r in records)
                 last_record = now
-            self._write(out, self.merge.ready(), counts)
+            self._write(out, self.merge.ready(), counts, watermark)
             if progress is not None and now - last_progress >= PROGRESS_INTERVAL_S:
                 progress(counts, self.merge.waiting())
                 last_progress = now
             if until_idle_s is not None and now - last_record >= until_idle_s:
                 break
-        self._write(out, self.merge.drain(), counts)
+        self._write(out, self.merge.drain(), counts, watermark)
+        counts["late_requests"] = watermark.late_requests
         return counts
 
     @staticmethod
-    def _write(out: BinaryIO, records: Iterator[Fetched], counts: Counter[str]) -> None:
+    def _write(out: BinaryIO, records: Iterator[Fetched], counts: Counter[str], watermark: Watermark) -> None:
         written = counts["records"]
         for record in records:
             line, kind = record_line(record)
             out.write(line + b"\n")
             counts["records"] += 1
             counts[kind] += 1
+            if kind in ("object", "filled"):
+                watermark.see_raw(line)
             if kind == "bad" and b"\n" in line:
                 counts["bad_multiline"] += 1
         if counts["records"] > written:
@@ -227,7 +233,8 @@ def record_main(args: argparse.Namespace, settings: Mapping[str, Any]) -> int:
               "broker", file=sys.stderr)
         return 1
     try:
-        recorder = TopicRecorder(bootstrap, args.topic, from_beginning=args.from_beginning)
+        recorder = TopicRecorder(bootstrap, args.topic, from_beginning=args.from_beginning,
+                                 lateness_ms=int(settings["coordinator.lateness.ms"]))
     except TopicMissing as exc:
         print(f"cannot record: {exc} on {bootstrap}", file=sys.stderr)
         return 1
@@ -253,7 +260,9 @@ def record_main(args: argparse.Namespace, settings: Mapping[str, Any]) -> int:
         split = f", {counts['bad_multiline']} of them spanning several lines" if counts["bad_multiline"] else ""
         print(f"{counts['bad']} bad records (not a JSON object){split}: written as they are, a replay "
               "dead-letters them", file=sys.stderr)
+    if note := late_requests_note(counts["late_requests"], int(settings["coordinator.lateness.ms"])):
+        print(note, file=sys.stderr)
     print(json.dumps({"topic": args.topic, "records": counts["records"], "bad_records": counts["bad"],
                       "timestamps_filled": counts["filled"], "tombstones": counts["tombstone"],
-                      "seconds": round(time.monotonic() - started, 3)}))
+                      "late_requests": counts["late_requests"], "seconds": round(time.monotonic() - started, 3)}))
     return 0

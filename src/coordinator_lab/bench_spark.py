@@ -28,6 +28,7 @@ from typing import Any
 
 from coordinator_job.settings import APPLY_IN_PANDAS_WITH_STATE, TRANSFORM_WITH_STATE, stateful_operator
 from coordinator_state import encode_group
+from coordinator_state.envelope import API, Api, ResponseKey, response_key, routing_group_id
 
 from .bench_restart import run_restart
 from .measuring import ProgressLog, breakdown, log
@@ -253,7 +254,7 @@ class LiveLoad:
         self.consumer.seek_to_end(*parts)
         for tp in parts:
             self.consumer.position(tp)
-        self.sent: dict[tuple[str, int], float] = {}
+        self.sent: dict[ResponseKey, float] = {}
         self.latencies_ms: list[float] = []
         self.answers: list[dict[str, Any]] = []
         self.lock = threading.Lock()
@@ -267,18 +268,20 @@ class LiveLoad:
                 now = time.monotonic()
                 for record in records:
                     answer = json.loads(record.value)
-                    key = (str(answer.get("reply_to")), int(answer.get("correlation_id", -1)))
+                    key = response_key(answer)
                     with self.lock:
-                        sent = self.sent.pop(key, None)
-                        if (sent is not None and answer.get("api") == "Heartbeat"
+                        sent = None if key is None else self.sent.pop(key, None)
+                        if (sent is not None and key is not None and answer.get(API) == Api.HEARTBEAT
                                 and key[1] >= MEASURED_CORRELATION):
                             self.latencies_ms.append((now - sent) * 1000)
                         self.answers.append(answer)
 
     def send(self, request: dict[str, Any]) -> None:
-        with self.lock:
-            self.sent[(str(request["reply_to"]), int(request["correlation_id"]))] = time.monotonic()
-        group = str(request["body"]["group_id"])
+        key = response_key(request)
+        if key is not None:
+            with self.lock:
+                self.sent[key] = time.monotonic()
+        group = routing_group_id(request) or ""
         self.producer.send(self.requests_topic, key=group.encode(), value=json.dumps(request).encode())
 
     def take_answers(self) -> list[dict[str, Any]]:

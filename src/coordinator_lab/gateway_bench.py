@@ -39,7 +39,6 @@ from kafka.admin import NewTopic
 from chaos_harness.gateway_stack import ENGINES, GatewayStack, gateway_stack, generation, read_group
 from chaos_harness.real_consumer import ConsumerProcess
 from coordinator_job.broker import broker_or_embedded
-from kafka_gateway.runner import BackgroundGateway
 
 LIBRARIES = ("kafka-python", "confluent")
 PARTITIONS = 6

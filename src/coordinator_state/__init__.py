@@ -34,7 +34,7 @@ from .offsets import CommittedOffset, OffsetChange
 from .output import dead_letter, reject, to_json
 from .parsing import decode_record, for_one_group, parse_raw, parse_request
 from .records import Invalid, ListGroups, Reply, Request, Tick
-from .replay_driver import Fed, Finished, ReplayDriver
+from .replay_driver import Fed, Finished, ReplayDriver, Watermark
 from .responses import invalid_response
 
 __all__ = [
@@ -63,6 +63,7 @@ __all__ = [
     "ResponseKey",
     "StateFormatError",
     "Tick",
+    "Watermark",
     "answer_list_groups",
     "dead_letter",
     "decode_group",

@@ -1,8 +1,8 @@
 """DescribeGroups and ListGroups answers, computed from group snapshots (docs/OFFSETS_AND_LISTING.md 4-5).
 
-Both answers need only what a group's snapshot (PROTOCOL.md section 4) carries, so the same functions
-serve `LocalCoordinator` (its groups' snapshots), the per-group step of the Spark job and a gateway
-that reads the snapshot topic: one rule, three callers.
+Both answers need only what a group's snapshot (PROTOCOL.md section 4) carries, so the same rules serve
+a group's DescribeGroups handler and ListGroups wherever it is asked (`envelope.answer_list_groups`: a
+LocalCoordinator's groups, the snapshot topic a gateway or the CLI reads).
 """
 
 from __future__ import annotations

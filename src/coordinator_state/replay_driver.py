@@ -5,7 +5,7 @@ Records are fed in log order, each with its source label (`file:LINE`, `topic:PA
   and a `correlation_id`; it carries no event time, so it does not move the watermark;
 - a request is processed by its group (at its own time, or the group's clock if that is later: a request
   older than the coordinator's clock is late, processed all the same, and counted);
-- a request or a Tick then moves the watermark to the largest event time so far minus
+- a request or a Tick then moves the watermark (`Watermark`) to the largest event time so far minus
   `coordinator.lateness.ms`, and every timer due by it fires.
 At the end, every group the input created is reported: its final snapshot, or a tombstone if it was
 removed; and every committed offset the input touched: its final value, or a tombstone if it expired.
@@ -26,7 +26,7 @@ from .local import LocalCoordinator
 from .offsets import OffsetChange
 from .output import reject, to_json
 from .parsing import for_one_group, parse_raw, parse_request
-from .records import Invalid, Parsed, Tick
+from .records import Invalid, Parsed, Request, Tick
 
 Record = bytes | str | Mapping[str, Any]
 
@@ -52,6 +52,32 @@ class Finished:
     offsets: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
+class Watermark:
+    """The local replay's watermark over the records of traffic in log order: the largest event time so far minus
+    the lateness. A request older than it is late (section 5): processed all the same, but a replay of traffic
+    holding one depends on where its micro-batches end. Tools that read traffic without a coordinator (a
+    recording, the Spark replay's summary) count late requests with it too."""
+
+    def __init__(self, lateness_ms: int) -> None:
+        self.lateness_ms = lateness_ms
+        self.value: int | None = None
+        self.late_requests = 0
+
+    def see(self, record: Request | Tick) -> int:
+        """Moves past one request or tick, counting it if it is a late request; returns the new watermark."""
+        if self.value is not None and not isinstance(record, Tick) and record.timestamp_ms < self.value:
+            self.late_requests += 1
+        moved = record.timestamp_ms - self.lateness_ms
+        self.value = moved if self.value is None else max(self.value, moved)
+        return self.value
+
+    def see_raw(self, raw: bytes) -> None:
+        """One record as it is in a file or on the request topic; an invalid one carries no event time."""
+        parsed = for_one_group(parse_raw(raw))
+        if not isinstance(parsed, Invalid):
+            self.see(parsed)
+
+
 class ReplayDriver:
     """Feeds records to a `LocalCoordinator` and moves its clock as the local replay must."""
 
@@ -60,7 +86,7 @@ class ReplayDriver:
         self.lateness_ms = config_int(config, "coordinator.lateness.ms")
         self.counts: Counter[str] = Counter()  # requests, ticks, dead_letters
         self.watermark: int | None = None
-        self._largest_event_ms: int | None = None
+        self._watermark = Watermark(self.lateness_ms)
         self._groups: dict[str, None] = {}  # every group that existed, in order of appearance
         self._offsets: dict[str, dict[str, Any]] = {}  # every offset key written -> its latest line
 
@@ -85,10 +111,7 @@ class ReplayDriver:
         responses = self.coordinator.process(parsed)
         if not isinstance(parsed, Tick) and parsed.group_id in self.coordinator.groups:
             self._groups[parsed.group_id] = None
-        largest = parsed.timestamp_ms if self._largest_event_ms is None else max(self._largest_event_ms,
-                                                                                   parsed.timestamp_ms)
-        self._largest_event_ms = largest
-        self.watermark = largest - self.lateness_ms
+        self.watermark = self._watermark.see(parsed)
         responses += self.coordinator.advance_to(self.watermark)
         return Fed(kind, responses, offset_changes=self._offset_changes())
 

@@ -226,7 +226,8 @@ class GroupMember:
         self._fetch_due = False
         self._commit_at: int | None = None
         self._uncommitted = False  # positions moved since the last commit sent
-        self._outbox: list[dict[str, Any]] = []  # commits decided by a reaction, sent before anything else
+        # Commits decided by a reaction or by close: sent at the next poll, stamped then, before anything else.
+        self._outbox: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ driving
 
@@ -243,6 +244,9 @@ class GroupMember:
     def poll(self, now_ms: int) -> list[dict[str, Any]]:
         """Moves the member's clock to `now_ms` and returns the request envelopes to send now."""
         self._now = max(self._now, now_ms)
+        for request in self._outbox:  # decided at an earlier poll's time (a reaction, close): stamped as sent
+            self._in_flight[request["correlation_id"]].deadline_ms += self._now - request["timestamp_ms"]
+            request["timestamp_ms"] = self._now
         self._expire_requests()
         out, self._outbox = self._outbox, []
         if self._leave_due:

@@ -1,29 +1,37 @@
-"""Which Kafka APIs the gateway answers itself, turns into envelopes, proxies, or refuses.
+"""Which Kafka APIs the gateway serves, and the message classes of those whose bodies it reads or writes.
 
 The message classes come from kafka-python 3.x's `kafka.protocol`, which builds every request and
 response version from Kafka's JSON message specs; this module only indexes them by API key.
 
-Theory of operation: every request is routed by its API key alone.
 - GROUP_APIS (PROTOCOL.md sections 2 and 8) become envelopes for the coordinator, at the contract's
-  versions;
-- ApiVersions and FindCoordinator are answered by the gateway itself, and Metadata goes upstream but
-  its answer is rewritten so that the gateway is the only broker;
-- PROXIED_APIS go to the upstream broker untouched (only the header is read);
+  versions, whatever port they come in on: they never go upstream;
+- PROXIED_APIS go to the upstream node of the connection's port; those whose answers carry broker
+  addresses (Metadata, DescribeCluster, a transactional FindCoordinator) come back rewritten by the
+  port-mapping unit;
+- the units of a connection's chain answer some APIs themselves (ApiVersions, a group's FindCoordinator,
+  and what the security units add);
 - anything else (KIP-848, share and streams groups, the group-coordinator APIs this coordinator does
-  not implement such as DeleteGroups or TxnOffsetCommit, SASL, broker-to-broker APIs, DescribeCluster
-  whose answer carries broker addresses) is not advertised, and a request for it closes the connection,
-  as a Kafka broker closes a connection that sends an API it does not serve.
+  not implement such as DeleteGroups or TxnOffsetCommit, broker-to-broker APIs) is not advertised, and a
+  request for it closes the connection, as a Kafka broker closes a connection that sends an API it does
+  not serve.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from kafka.protocol.admin import groups
+from kafka.protocol.admin import cluster, groups, topics
 from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import fetch, offsets
 from kafka.protocol.consumer import group as consumer_group
 from kafka.protocol.metadata import api_versions, find_coordinator, metadata
 from kafka.protocol.producer import produce
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 from coordinator_state import SUPPORTED_VERSIONS
 
@@ -32,7 +40,7 @@ from coordinator_state import SUPPORTED_VERSIONS
 GROUP_APIS: Final[dict[ApiKey, tuple[int, int]]] = {
     ApiKey[api]: versions for api, versions in SUPPORTED_VERSIONS.items()}
 
-# Client-facing APIs forwarded to the upstream broker as they are. Their answers carry no broker address.
+# Client-facing APIs forwarded to the upstream node of the connection's port.
 PROXIED_APIS: Final[frozenset[ApiKey]] = frozenset({
     ApiKey.Produce, ApiKey.Fetch, ApiKey.ListOffsets, ApiKey.CreateTopics, ApiKey.DeleteTopics,
     ApiKey.DeleteRecords, ApiKey.InitProducerId, ApiKey.OffsetForLeaderEpoch, ApiKey.AddPartitionsToTxn,
@@ -41,17 +49,16 @@ PROXIED_APIS: Final[frozenset[ApiKey]] = frozenset({
     ApiKey.IncrementalAlterConfigs, ApiKey.AlterPartitionReassignments, ApiKey.ListPartitionReassignments,
     ApiKey.DescribeClientQuotas, ApiKey.AlterClientQuotas, ApiKey.DescribeUserScramCredentials,
     ApiKey.AlterUserScramCredentials, ApiKey.DescribeProducers, ApiKey.DescribeTransactions,
-    ApiKey.ListTransactions, ApiKey.DescribeTopicPartitions,
+    ApiKey.ListTransactions, ApiKey.DescribeTopicPartitions, ApiKey.Metadata, ApiKey.DescribeCluster,
 })
 
-# Answered by the gateway (ApiVersions, FindCoordinator) or proxied with a rewritten answer (Metadata).
-GATEWAY_APIS: Final[frozenset[ApiKey]] = frozenset({ApiKey.ApiVersions, ApiKey.FindCoordinator, ApiKey.Metadata})
-
-# The message classes of the APIs whose bodies the gateway reads or writes. Proxied requests are
-# forwarded as they are, except Produce, whose acks say whether an answer will come.
+# The message classes of the APIs whose bodies the gateway or a unit reads or writes (their advertised
+# versions are capped at what the codec knows). Other proxied requests are forwarded as they are; a
+# Produce is read for its acks, which say whether an answer will come.
 MESSAGE_CLASSES: Final[dict[ApiKey, tuple[Any, Any]]] = {
     ApiKey.Produce: (produce.ProduceRequest, produce.ProduceResponse),
     ApiKey.Metadata: (metadata.MetadataRequest, metadata.MetadataResponse),
+    ApiKey.DescribeCluster: (cluster.DescribeClusterRequest, cluster.DescribeClusterResponse),
     ApiKey.ApiVersions: (api_versions.ApiVersionsRequest, api_versions.ApiVersionsResponse),
     ApiKey.FindCoordinator: (find_coordinator.FindCoordinatorRequest, find_coordinator.FindCoordinatorResponse),
     ApiKey.JoinGroup: (consumer_group.JoinGroupRequest, consumer_group.JoinGroupResponse),
@@ -62,6 +69,14 @@ MESSAGE_CLASSES: Final[dict[ApiKey, tuple[Any, Any]]] = {
     ApiKey.OffsetFetch: (consumer_group.OffsetFetchRequest, consumer_group.OffsetFetchResponse),
     ApiKey.DescribeGroups: (groups.DescribeGroupsRequest, groups.DescribeGroupsResponse),
     ApiKey.ListGroups: (groups.ListGroupsRequest, groups.ListGroupsResponse),
+    # Read by the security units: the SASL login, and the APIs authorized per topic.
+    ApiKey.SaslHandshake: (SaslHandshakeRequest, SaslHandshakeResponse),
+    ApiKey.SaslAuthenticate: (SaslAuthenticateRequest, SaslAuthenticateResponse),
+    ApiKey.Fetch: (fetch.FetchRequest, fetch.FetchResponse),
+    ApiKey.ListOffsets: (offsets.ListOffsetsRequest, offsets.ListOffsetsResponse),
+    ApiKey.OffsetForLeaderEpoch: (offsets.OffsetForLeaderEpochRequest, offsets.OffsetForLeaderEpochResponse),
+    ApiKey.CreateTopics: (topics.CreateTopicsRequest, topics.CreateTopicsResponse),
+    ApiKey.DeleteTopics: (topics.DeleteTopicsRequest, topics.DeleteTopicsResponse),
 }
 
 

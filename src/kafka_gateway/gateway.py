@@ -7,12 +7,15 @@ connection that belongs to a client connection, an envelope to the coordinator, 
 
 Per client connection, as a Kafka broker does:
 - frames are size-checked as they arrive, then decoded one at a time: header, then body;
+- each request goes through the connection's chain of units (`chain.py`: port mapping, and what a
+  listener adds, such as authentication); what passes them is routed: a group API to the coordinator,
+  any other to the upstream node of the connection's port;
 - every request gets a slot in a queue and responses leave in request order, whatever order they are
   ready in (a proxied Fetch may finish before an earlier JoinGroup);
 - while a group request is with the coordinator the channel is muted: later requests wait unread, so a
   client's group requests reach the coordinator one at a time and in order;
-- a bad frame, an API the gateway does not serve, or a version outside the advertised range closes that
-  connection (`CloseClient` with the reason) and nothing else.
+- a bad frame, an API the gateway does not serve, a version outside the advertised range, or a unit's
+  decision closes that connection (`CloseClient` with the reason) and nothing else.
 Group requests become envelopes with the gateway's own correlation ids (unique in this incarnation, which
 is `reply_to`); an envelope not answered within its bound is answered COORDINATOR_NOT_AVAILABLE, and an
 answer that comes after that, or after its connection closed, is dropped and counted.
@@ -31,11 +34,13 @@ from kafka.protocol.api_key import ApiKey
 
 from coordinator_state.envelope import BODY, INT32_MAX, request_envelope, response_key
 
+from .api_versions import VersionTable, advertised_versions, api_versions_answer
 from .apis import GROUP_APIS, request_class, response_class
-from .broker_answers import Node, VersionTable, api_versions_answer, find_coordinator_answer, rewrite_metadata
+from .chain import ANONYMOUS, Answer, Chain, ConnectionContext, Port, Request, Trail, UnitFailed
 from .codec import (
     body_to_message,
     decode_request,
+    decode_response,
     encode_response,
     message_to_body,
     peek_header,
@@ -123,12 +128,14 @@ class _Slot:
 
     correlation_id: int
     response: bytes | None = None
+    close_after: bool = False  # the connection closes once this response is sent
 
 
 @dataclass(slots=True)
 class _UpstreamSlot(_Slot):
     api_key: int = 0
     version: int = 0
+    trail: Trail = field(default_factory=Trail)  # the units that read or rewrite the answer
 
 
 @dataclass(slots=True)
@@ -140,6 +147,7 @@ class _CoordinatorSlot(_Slot):
     envelope_ids: list[int] = field(default_factory=list)
     unanswered: int = 0
     sent_ms: int = 0
+    trail: Trail = field(default_factory=Trail)
 
 
 @dataclass(slots=True)
@@ -147,6 +155,10 @@ class _Connection:
     id: int
     client_host: str
     splitter: FrameSplitter
+    chain: Chain
+    versions: VersionTable  # what ApiVersions offers on this connection, and what it may send
+    closing: bool = False  # an answer that closes the connection is queued: nothing more is read
+    failure: GatewayError | None = None  # a unit refused an answer that came from the coordinator
     unread: deque[bytes] = field(default_factory=deque)
     slots: deque[_Slot] = field(default_factory=deque)
     upstream: deque[_UpstreamSlot] = field(default_factory=deque)
@@ -169,10 +181,12 @@ class _UpstreamFrame:
 class Gateway:
     """Every client connection's protocol state, and the coordinator requests in flight."""
 
-    def __init__(self, node: Node, versions: VersionTable, reply_to: str, limits: Limits | None = None,
-                 on_answer: AnswerObserver | None = None) -> None:
-        self.node = node
-        self.versions = dict(versions)
+    def __init__(self, port: Port, upstream_versions: Mapping[int, tuple[int, int]], reply_to: str,
+                 limits: Limits | None = None, on_answer: AnswerObserver | None = None) -> None:
+        """`port`: where a connection comes in unless the shell names another port (a listener's bootstrap
+        port); `upstream_versions`: the upstream's ApiVersions table."""
+        self.port = port
+        self.upstream_versions = dict(upstream_versions)
         self.reply_to = reply_to
         self.limits = limits or Limits()
         self.on_answer = on_answer  # told of every answered group request (tools that watch the gateway)
@@ -186,13 +200,24 @@ class Gateway:
         # envelope id -> (connection id, slot, part index), while its answer is awaited
         self._awaiting: dict[int, tuple[int, _CoordinatorSlot, int]] = {}
         self._deadlines: list[tuple[int, int]] = []  # (deadline ms, envelope id), lazily pruned
+        self._version_tables: dict[tuple[type, ...], VersionTable] = {}  # per kind of chain
 
     # ---- events from the shell -------------------------------------------------------------------------
 
-    def open(self, client_host: str) -> int:
-        """A client connected from `client_host` (its address); returns the connection's id."""
+    def open(self, client_host: str, port: Port | None = None, principal: str = ANONYMOUS) -> int:
+        """A client connected from `client_host` (its address) to `port` (default: the gateway's), as
+        `principal` (a TLS client certificate's; else anonymous until a unit authenticates it); returns the
+        connection's id."""
+        port = port or self.port
         self._next_connection += 1
-        connection = _Connection(self._next_connection, client_host, FrameSplitter(self.limits.max_frame_bytes))
+        context = ConnectionContext(self._next_connection, client_host, port.listener, port.node_id, principal)
+        chain = Chain([make(context) for make in port.units])
+        kinds = tuple(type(unit) for unit in chain.units)
+        versions = self._version_tables.get(kinds)
+        if versions is None:
+            versions = self._version_tables[kinds] = advertised_versions(self.upstream_versions, chain.units)
+        connection = _Connection(context.connection, client_host, FrameSplitter(self.limits.max_frame_bytes), chain,
+                                 versions)
         self._connections[connection.id] = connection
         self.counters["connections_opened"] += 1
         return connection.id
@@ -309,7 +334,7 @@ class Gateway:
 
     def _serve(self, connection: _Connection, now_ms: int, actions: list[Action]) -> None:
         """Handles unread requests until the channel is muted, then sends what is ready, in order."""
-        while connection.muted_by is None and connection.unread:
+        while connection.muted_by is None and connection.unread and not connection.closing:
             self._dispatch(connection, connection.unread.popleft(), now_ms, actions)
         self._flush(connection, actions)
 
@@ -320,11 +345,20 @@ class Gateway:
             self._fail(connection, exc, actions)
 
     def _flush(self, connection: _Connection, actions: list[Action]) -> None:
+        if connection.failure is not None:
+            raise connection.failure
         ready: list[bytes] = []
+        last: _Slot | None = None
         while connection.slots and connection.slots[0].response is not None:
-            ready.append(connection.slots.popleft().response)  # type: ignore[arg-type]
+            last = connection.slots.popleft()
+            ready.append(last.response)  # type: ignore[arg-type]
+            if last.close_after:
+                break
         if ready:
             actions.append(ToClient(connection.id, b"".join(ready)))
+        if last is not None and last.close_after:
+            self.close(connection.id)
+            actions.append(CloseClient(connection.id, "closed after its answer"))
 
     def _fail(self, connection: _Connection, error: GatewayError, actions: list[Action]) -> None:
         self.counters[f"closed_{type(error).__name__}"] += 1
@@ -339,36 +373,46 @@ class Gateway:
             raise UnsupportedRequest(f"unknown API key {header.api_key}") from None
         version = header.api_version
         if api_key == ApiKey.ApiVersions:
-            # Answered at any version: a client learns the supported ones from the error answer.
+            # Answered at any version, before any unit: a client learns the supported ones from the error answer.
             self.counters["requests_local"] += 1
-            connection.slots.append(_Slot(header.correlation_id,
-                                          api_versions_answer(version, header.correlation_id, self.versions)))
+            self._answer(connection, Request(header, payload), api_versions_answer(version, connection.versions),
+                         Trail())
             return
-        supported = self.versions.get(api_key)
+        supported = connection.versions.get(api_key)
         if supported is None:
             raise UnsupportedRequest(f"{api_key.name} is not served by this gateway")
         if not supported[0] <= version <= supported[1]:
             raise UnsupportedRequest(f"{api_key.name} v{version} is outside v{supported[0]}-{supported[1]}")
-        if api_key == ApiKey.FindCoordinator:
+        outcome, trail = connection.chain.request(Request(header, payload))
+        if isinstance(outcome, Answer):
             self.counters["requests_local"] += 1
-            request = decode_request(request_class(api_key), payload, version)
-            connection.slots.append(_Slot(header.correlation_id, find_coordinator_answer(
-                request, version, header.correlation_id, self.node)))
+            self._answer(connection, Request(header, payload), outcome, trail)
         elif api_key in GROUP_APIS:
-            self._to_coordinator(connection, api_key, version, header.correlation_id, header.client_id, payload,
-                                 now_ms, actions)
+            self._to_coordinator(connection, outcome, now_ms, actions, trail)
         else:
-            self._to_upstream(connection, api_key, version, header.correlation_id, payload, actions)
+            self._to_upstream(connection, outcome, actions, trail)
 
-    def _to_upstream(self, connection: _Connection, api_key: ApiKey, version: int, correlation_id: int,
-                     payload: bytes, actions: list[Action]) -> None:
+    def _answer(self, connection: _Connection, request: Request, answer: Answer, trail: Trail) -> None:
+        """A unit's answer (or the gateway's ApiVersions), through the units before it, queued in order."""
+        body = Chain.response(trail, dict(answer.body))
+        version = request.version if answer.version is None else answer.version
+        correlation_id = request.header.correlation_id
+        try:
+            response = encode_response(body_to_message(response_class(request.api_key), version, body), correlation_id)
+        except (ValueError, TypeError, KeyError, struct.error) as exc:
+            raise UnitFailed(f"a unit's {request.api_key.name} answer does not encode: {exc!r}") from None
+        connection.slots.append(_Slot(correlation_id, response, close_after=answer.close_after))
+        connection.closing = connection.closing or answer.close_after
+
+    def _to_upstream(self, connection: _Connection, request: Request, actions: list[Action], trail: Trail) -> None:
         self.counters["requests_proxied"] += 1
+        api_key, version = request.api_key, request.version
         expects_answer = True
         if api_key == ApiKey.Produce:
-            expects_answer = bool(decode_request(request_class(api_key), payload, version).expect_response())
-        actions.append(ToUpstream(connection.id, frame(payload)))
+            expects_answer = bool(decode_request(request_class(api_key), request.payload, version).expect_response())
+        actions.append(ToUpstream(connection.id, frame(request.payload)))
         if expects_answer:
-            slot = _UpstreamSlot(correlation_id, api_key=api_key, version=version)
+            slot = _UpstreamSlot(request.header.correlation_id, api_key=api_key, version=version, trail=trail)
             connection.slots.append(slot)
             connection.upstream.append(slot)
 
@@ -411,7 +455,7 @@ class Gateway:
         slot = connection.upstream.popleft()
         if correlation_id != slot.correlation_id:
             raise UpstreamError(f"upstream answered correlation id {correlation_id}, expected {slot.correlation_id}")
-        passing_through = slot.api_key != ApiKey.Metadata and connection.slots[0] is slot
+        passing_through = not slot.trail and connection.slots[0] is slot
         if passing_through:
             actions.append(ToClient(connection.id, header))
         return _UpstreamFrame(slot, size - SIZE_BYTES, passing_through, bytearray(b"" if passing_through else header))
@@ -420,22 +464,28 @@ class Gateway:
         slot = current.slot
         if current.passing_through:
             connection.slots.popleft()  # already sent, byte by byte
-        elif slot.api_key == ApiKey.Metadata:
+        elif slot.trail:
+            message_class = response_class(ApiKey(slot.api_key))
             try:
-                slot.response = rewrite_metadata(bytes(current.kept[SIZE_BYTES:]), slot.version, slot.correlation_id,
-                                                 self.node)
+                answer = decode_response(message_class, bytes(current.kept[SIZE_BYTES:]), slot.version)
             except MalformedFrame as exc:
-                raise UpstreamError(f"upstream Metadata response: {exc}") from None
+                raise UpstreamError(f"upstream {message_class.__name__}: {exc}") from None
+            body = Chain.response(slot.trail, message_to_body(answer, slot.version))
+            try:
+                slot.response = encode_response(body_to_message(message_class, slot.version, body),
+                                                slot.correlation_id)
+            except (ValueError, TypeError, KeyError, struct.error) as exc:
+                raise UnitFailed(f"the rewritten {message_class.__name__} does not encode: {exc!r}") from None
         else:
             slot.response = bytes(current.kept)
 
-    def _to_coordinator(self, connection: _Connection, api_key: ApiKey, version: int, correlation_id: int,
-                        client_id: str | None, payload: bytes, now_ms: int, actions: list[Action]) -> None:
+    def _to_coordinator(self, connection: _Connection, request: Request, now_ms: int, actions: list[Action],
+                        trail: Trail) -> None:
         self.counters["requests_coordinator"] += 1
-        request = decode_request(request_class(api_key), payload, version)
-        parts = split_request(api_key, version, message_to_body(request, version))
-        slot = _CoordinatorSlot(correlation_id, api_key=api_key, version=version, parts=parts,
-                                answers=[None] * len(parts), unanswered=len(parts), sent_ms=now_ms)
+        api_key, version, client_id = request.api_key, request.version, request.header.client_id
+        parts = split_request(api_key, version, request.body())
+        slot = _CoordinatorSlot(request.header.correlation_id, api_key=api_key, version=version, parts=parts,
+                                answers=[None] * len(parts), unanswered=len(parts), sent_ms=now_ms, trail=trail)
         connection.slots.append(slot)
         if not parts:
             self._complete(connection, slot, now_ms)
@@ -474,6 +524,10 @@ class Gateway:
             self.counters[f"{slot.api_key.name}_error_{error_code}"] += 1
         if self.on_answer is not None:
             self.on_answer(Answered(slot.api_key, slot.version, slot.parts, body))
+        try:
+            body = Chain.response(slot.trail, body)
+        except GatewayError as exc:
+            connection.failure = exc
         try:
             message = body_to_message(response_class(slot.api_key), slot.version, body)
             slot.response = encode_response(message, slot.correlation_id)

@@ -3,7 +3,8 @@
 It only moves bytes and answers: a client's bytes go to `Gateway.receive`, the upstream's to
 `receive_upstream`, the coordinator's answers to `receive_answers`, and a timer calls `expire`; the
 actions that come back are carried out here. Each client connection has its own upstream connection,
-opened on its first proxied request, so the upstream answers it in order. Any failure while serving one
+opened on its first proxied request to the upstream node its port stands for (the bootstrap port's: a
+bootstrap server), so the upstream answers it in order. Any failure while serving one
 connection closes that connection, with a log line, and nothing else.
 """
 
@@ -13,12 +14,18 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .chain import Port
 from .coordinators import Coordinator
 from .gateway import Action, CloseClient, Gateway, ToClient, ToCoordinator, ToUpstream
+from .port_mapping import UpstreamDirectory
+from .security.sasl_client import UpstreamSecurity, open_upstream
+from .security.tls import certificate_principal
+from .security.units import Security
 
 log = logging.getLogger(__name__)
 READ_BYTES = 65536
@@ -36,6 +43,7 @@ class _Session:
     id: int
     peer: str
     writer: asyncio.StreamWriter
+    node_id: int | None  # the upstream node of the connection's port; None: the bootstrap port
     upstream_writer: asyncio.StreamWriter | None = None
     upstream_pending: list[bytes] = field(default_factory=list)
     upstream_task: asyncio.Task[None] | None = None
@@ -45,34 +53,40 @@ class _Session:
 class GatewayServer:
     """Serves one `Gateway` on a listening socket until `stop`."""
 
-    def __init__(self, gateway: Gateway, coordinator: Coordinator, upstream: tuple[str, int],
+    def __init__(self, gateway: Gateway, coordinator: Coordinator, upstream: UpstreamDirectory,
                  clock_ms: Callable[[], int] = wall_clock_ms, status_interval_s: float = 10.0,
-                 idle_timeout_s: float = 600.0) -> None:
+                 idle_timeout_s: float = 600.0, upstream_security: UpstreamSecurity | None = None,
+                 security: Security | None = None) -> None:
         self.gateway = gateway
         self.coordinator = coordinator
         self.upstream = upstream
+        self.upstream_security = upstream_security or UpstreamSecurity()
+        self.security = security
         self.clock_ms = clock_ms
         self.status_interval_s = status_interval_s
         self.idle_timeout_s = idle_timeout_s
         self._sessions: dict[int, _Session] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._timer_wakeup = asyncio.Event()
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
         self.crashes = 0
+        self.upstream_opened: Counter[tuple[str, int]] = Counter()  # upstream connections, per address
 
-    async def start(self, server: asyncio.Server | None = None) -> None:
-        """Starts the coordinator, the timer and the status line; serves `server`'s connections (created
-        with `client_connected` as its callback)."""
+    async def start(self, servers: list[asyncio.Server] | None = None) -> None:
+        """Starts the coordinator, the timer and the status line; serves the connections of `servers`
+        (created with `client_connected` as their callback)."""
         await self.coordinator.start(self._on_answers)
-        self._server = server
+        self._servers = list(servers or [])
         self._spawn(self._timer(), "gateway-timer")
         if self.status_interval_s > 0:
             self._spawn(self._status(), "gateway-status")
+        if self.security is not None:
+            self._spawn(self._reload(self.security), "gateway-reload")
 
     async def stop(self) -> None:
         """Stops accepting, closes every connection, stops the coordinator."""
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for session in list(self._sessions.values()):
             self._close(session, "gateway shutting down")
         for task in list(self._tasks):
@@ -89,14 +103,20 @@ class GatewayServer:
                 f"local={counters['requests_local']} group={counters['requests_coordinator']} "
                 f"in_flight={self.gateway.in_flight} timeouts={counters['coordinator_timeouts']} "
                 f"late_dropped={counters['late_answers_dropped']} bad_connections_closed={closes} "
+                f"unmapped_nodes={counters['closed_UnmappedNode']} "
                 f"crashes={self.crashes} {self.coordinator.status()}")
 
     # ---- client connections ----------------------------------------------------------------------------
 
-    async def client_connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def client_connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                               port: Port | None = None) -> None:
+        """Serves one client connection that came in on `port` (default: the gateway's bootstrap port)."""
         peer = writer.get_extra_info("peername")
         host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
-        session = _Session(self.gateway.open(host), host, writer)
+        port = port or self.gateway.port
+        # A verified client certificate (an SSL listener with ssl.client.auth) names the principal.
+        principal = certificate_principal(writer.get_extra_info("peercert"))
+        session = _Session(self.gateway.open(host, port, principal), host, writer, port.node_id)
         self._sessions[session.id] = session
         try:
             while not session.closed:
@@ -160,9 +180,14 @@ class GatewayServer:
 
     async def _upstream(self, session: _Session) -> None:
         reason = "closed by the upstream broker"
+        address = self.upstream.address(session.node_id)
+        if address is None:
+            self._perform(self.gateway.upstream_closed(
+                session.id, f"node {session.node_id} is not in the upstream's latest metadata"))
+            return
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(*self.upstream, limit=UPSTREAM_READ_BYTES), 10)
+            reader, writer = await open_upstream(*address, self.upstream_security, limit=UPSTREAM_READ_BYTES)
+            self.upstream_opened[address] += 1
             session.upstream_writer = writer
             writer.write(b"".join(session.upstream_pending))
             session.upstream_pending.clear()
@@ -194,6 +219,15 @@ class GatewayServer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._timer_wakeup.wait(), min(wait_s, 1.0))
             self._perform(self.gateway.expire(self.clock_ms()))
+
+    async def _reload(self, security: Security) -> None:
+        """Re-reads the users and ACL files when they change, off the event loop (a file read may block)."""
+        while True:
+            await asyncio.sleep(security.access.reload_interval_ms / 1000)
+            try:
+                await asyncio.to_thread(security.reload)
+            except Exception:
+                log.exception("re-reading the users and ACL files failed; keeping the previous ones")
 
     async def _status(self) -> None:
         while True:

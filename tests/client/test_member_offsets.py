@@ -111,12 +111,15 @@ def test_lost_partitions_are_not_committed() -> None:
 
 @pytest.mark.parametrize(("instance", "expected"), [(None, ["OffsetCommit", "LeaveGroup"]), ("i1", ["OffsetCommit"])])
 def test_close_commits_then_leaves(instance: str | None, expected: list[str]) -> None:
+    """The commit decided at close goes out with the next poll, stamped then: a request stamped with the previous
+    poll's time would come after later records in the request log (late, PROTOCOL.md section 5)."""
     member, fetch = stable(Recorder(), instance)
     member.on_response(fetched(fetch, {0: 10, 1: 20}))
     member.consumed(("t", 0), 15)
     member.close()
     assert not member.done
-    assert [r["api"] for r in member.poll(T0 + 1)] == expected
+    out = member.poll(T0 + 1000)
+    assert [(r["api"], r["timestamp_ms"]) for r in out] == [(api, T0 + 1000) for api in expected]
     assert member.done
 
 

@@ -11,8 +11,8 @@ from kafka_gateway.frames import FrameSplitter, frame
 from kafka_gateway.gateway import Limits
 
 from .wire import (
-    NODE,
     REPLY_TO,
+    SCHEME,
     T0,
     answer,
     closes,
@@ -50,9 +50,11 @@ def test_api_versions_advertise_the_contract_and_the_proxied_apis_without_kip848
     assert correlation_id == 5 and body["error_code"] == 0
     assert {k: table[k] for k in (11, 14, 12, 13, 8, 9, 15, 16)} == {
         11: (0, 9), 14: (0, 5), 12: (0, 4), 13: (0, 5), 8: (0, 9), 9: (0, 9), 15: (0, 5), 16: (0, 5)}
-    assert table[0] == (0, 11) and table[1] == (0, 16) and table[3] == (0, 12) and table[10] == (0, 6)
-    # KIP-848, share groups, DescribeCluster (broker addresses), SASL, TxnOffsetCommit, DeleteGroups: absent.
-    assert not {68, 69, 76, 60, 17, 36, 28, 42} & set(table)
+    # Produce and Fetch below the versions whose answers may carry broker addresses (KIP-951).
+    assert table[0] == (0, 9) and table[1] == (0, 15) and table[3] == (0, 12) and table[10] == (0, 6)
+    assert table[60] == (0, 1)  # DescribeCluster, its answer rewritten
+    # KIP-848, share groups, SASL, TxnOffsetCommit, DeleteGroups: absent.
+    assert not {68, 69, 76, 17, 36, 28, 42} & set(table)
 
 
 def test_api_versions_at_an_unknown_version_answers_v0_unsupported_with_the_table() -> None:
@@ -73,8 +75,9 @@ def test_find_coordinator_single_key_names_the_gateway(version: int) -> None:
     body = {"key": "orders", "key_type": 0}
     [(_, answer_body)] = decode_responses(to_client(gateway.receive(conn, request(
         ApiKey.FindCoordinator, version, 1, body), T0)), [(ApiKey.FindCoordinator, version)])
+    # On the bootstrap port: the lowest live node, at its port.
     assert (answer_body["error_code"], answer_body["node_id"], answer_body["host"], answer_body["port"]) == (
-        0, NODE.node_id, NODE.host, NODE.port)
+        0, 1, SCHEME.host, SCHEME.start)
 
 
 @pytest.mark.parametrize("version", [4, 5, 6])
@@ -85,7 +88,7 @@ def test_find_coordinator_batched_keys_name_the_gateway_for_each_group(version: 
     [(_, answer_body)] = decode_responses(to_client(gateway.receive(conn, request(
         ApiKey.FindCoordinator, version, 1, body), T0)), [(ApiKey.FindCoordinator, version)])
     assert [(c["key"], c["node_id"], c["host"], c["port"], c["error_code"]) for c in answer_body["coordinators"]] == [
-        ("a", 1, NODE.host, NODE.port, 0), ("b", 1, NODE.host, NODE.port, 0)]
+        ("a", 1, SCHEME.host, SCHEME.start, 0), ("b", 1, SCHEME.host, SCHEME.start, 0)]
 
 
 def test_find_coordinator_of_a_share_group_is_refused() -> None:
@@ -95,26 +98,6 @@ def test_find_coordinator_of_a_share_group_is_refused() -> None:
         ApiKey.FindCoordinator, 6, 1, {"key_type": 2, "coordinator_keys": ["s"]}), T0)),
         [(ApiKey.FindCoordinator, 6)])
     assert body["coordinators"][0]["error_code"] == 42
-
-
-def test_metadata_goes_upstream_unchanged_and_comes_back_with_the_gateway_as_the_only_broker() -> None:
-    gateway = make_gateway()
-    conn = gateway.open("10.0.0.7")
-    sent = request(ApiKey.Metadata, 12, 3, {"topics": None, "allow_auto_topic_creation": True})
-    actions = gateway.receive(conn, sent, T0)
-    assert to_upstream(actions) == sent and to_client(actions) == b""
-    upstream = response(ApiKey.Metadata, 12, 3, {
-        "brokers": [{"node_id": 1, "host": "127.0.0.1", "port": 9092, "rack": None}], "cluster_id": "c",
-        "controller_id": 1, "topics": [{"error_code": 0, "name": "t", "is_internal": False,
-                                        "topic_id": "00000000-0000-0000-0000-000000000001", "partitions": [
-                                            {"error_code": 0, "partition_index": 0, "leader_id": 1,
-                                             "leader_epoch": 0, "replica_nodes": [1], "isr_nodes": [1],
-                                             "offline_replicas": []}]}]})
-    [(correlation_id, body)] = decode_responses(to_client(gateway.receive_upstream(conn, upstream, T0)),
-                                                [(ApiKey.Metadata, 12)])
-    assert correlation_id == 3
-    assert body["brokers"] == [{"node_id": 1, "host": NODE.host, "port": NODE.port, "rack": None}]
-    assert body["topics"][0]["partitions"][0]["leader_id"] == 1
 
 
 def test_a_group_request_becomes_an_envelope_and_its_answer_the_clients_response() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from kafka.protocol.api_key import ApiKey
 
 from kafka_gateway.apis import request_class, response_class
-from kafka_gateway.broker_answers import Node, advertised_versions
+from kafka_gateway.chain import ConnectionContext, Port, Unit
 from kafka_gateway.codec import body_to_message, message_to_body
 from kafka_gateway.frames import FrameSplitter
 from kafka_gateway.gateway import (
@@ -22,8 +22,11 @@ from kafka_gateway.gateway import (
     ToCoordinator,
     ToUpstream,
 )
+from kafka_gateway.port_mapping import PortMapping, PortScheme, UpstreamDirectory
 
-NODE = Node(node_id=1, host="gateway.test", port=19092)
+# A gateway whose bootstrap port is 19092, in front of an upstream of nodes 1, 2 and 3 (ports 19093-19095).
+SCHEME = PortScheme(host="gateway.test", bootstrap_port=19092, start=19093, lowest=1, count=3)
+UPSTREAM_NODES = {1: ("kafka-1.internal", 9092), 2: ("kafka-2.internal", 9092), 3: ("kafka-3.internal", 9092)}
 REPLY_TO = "gateway-test-1"
 # What an upstream broker (a Kafka 3.x node) might advertise, KIP-848 and DescribeCluster included.
 UPSTREAM_VERSIONS = {
@@ -34,8 +37,24 @@ UPSTREAM_VERSIONS = {
 T0 = 1_700_000_000_000
 
 
-def make_gateway(limits: Limits | None = None, on_answer: AnswerObserver | None = None) -> Gateway:
-    return Gateway(NODE, advertised_versions(UPSTREAM_VERSIONS), REPLY_TO, limits, on_answer)
+def upstream_directory() -> UpstreamDirectory:
+    return UpstreamDirectory(UPSTREAM_NODES[1], dict(UPSTREAM_NODES))
+
+
+def port(node_id: int | None, directory: UpstreamDirectory | None = None) -> Port:
+    """The gateway's port of `node_id` (None: its bootstrap port), with the port-mapping unit."""
+    known = directory or upstream_directory()
+
+    def port_mapping(context: ConnectionContext) -> Unit:
+        return PortMapping(context, SCHEME, known)
+
+    return Port("PLAINTEXT", node_id, [port_mapping])
+
+
+def make_gateway(limits: Limits | None = None, on_answer: AnswerObserver | None = None,
+                 directory: UpstreamDirectory | None = None) -> Gateway:
+    """A gateway whose connections open on its bootstrap port unless they name another."""
+    return Gateway(port(None, directory), UPSTREAM_VERSIONS, REPLY_TO, limits, on_answer)
 
 
 def request(api_key: ApiKey, version: int, correlation_id: int, body: dict[str, Any],

@@ -61,7 +61,7 @@ def test_without_from_beginning_only_new_records_are_written(kafka_bootstrap: st
     old = TrafficRecord(b"old", b'{"group_id":"old","state":"Empty"}', SIMULATION_EPOCH_MS, 0, b"")
     produce(kafka_bootstrap, topic, [old])
     out = io.BytesIO()
-    with TopicRecorder(kafka_bootstrap, topic, from_beginning=False) as recorder:
+    with TopicRecorder(kafka_bootstrap, topic, from_beginning=False, lateness_ms=0) as recorder:
         produce(kafka_bootstrap, topic, [
             TrafficRecord(b"g", b'{"group_id":"g","state":"Stable"}', 1_700_000_000_300, 1, b""),
             TrafficRecord(b"g", None, 1_700_000_000_200, 0, b""),  # a tombstone
@@ -120,3 +120,22 @@ def test_bad_records_are_written_counted_and_exit_0(kafka_bootstrap: str, unique
     assert "2 bad records (not a JSON object), 1 of them spanning several lines" in captured.err
     summary = json.loads(captured.out.splitlines()[-1])
     assert (summary["records"], summary["bad_records"], summary["timestamps_filled"]) == (3, 2, 1)
+
+
+@pytest.mark.kafka
+def test_a_late_request_is_recorded_as_it_is_and_counted(kafka_bootstrap: str, unique_topic: Callable[[str], str],
+                                                         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    topic = unique_topic("requests")
+    create_topics(kafka_bootstrap, [(topic, 1, False)])
+    tick = b'{"api":"Tick","timestamp_ms":1700000009000}'
+    heartbeat = (b'{"api":"Heartbeat","version":4,"correlation_id":1,"reply_to":"c","timestamp_ms":1700000006000,'
+                 b'"body":{"group_id":"g","generation_id":1,"member_id":"m"}}')  # older than 9000 - 2000
+    produce(kafka_bootstrap, topic, [TrafficRecord(None, tick, SIMULATION_EPOCH_MS, 0, b""),
+                                     TrafficRecord(b"g", heartbeat, SIMULATION_EPOCH_MS + 1, 0, b"")])
+    output = tmp_path / "r.jsonl"
+    assert main(["record", "--topic", topic, "--output", str(output), "--bootstrap-servers", kafka_bootstrap,
+                 "--from-beginning", "--until-idle", "1", "--set", "coordinator.lateness.ms=2000"]) == 0
+    assert output.read_bytes() == tick + b"\n" + heartbeat + b"\n"
+    captured = capsys.readouterr()
+    assert json.loads(captured.out.splitlines()[-1])["late_requests"] == 1
+    assert "1 late requests" in captured.err and "depend on its micro-batch boundaries" in captured.err

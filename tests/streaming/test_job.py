@@ -1,8 +1,6 @@
 """The streaming job end to end: a real broker, a real Spark session, checked against the local engine.
 
-Every test compares what the job wrote with `replay_local` of the same traffic: the responses keyed by
-(reply_to, correlation_id) with exact duplicates dropped (the sink is at-least-once), the last snapshot
-of every group, the last value of every committed offset, and the dead letters.
+Every test compares what the job wrote with `replay_local` of the same traffic (`tests.replays.assert_same`).
 """
 
 from __future__ import annotations
@@ -30,29 +28,12 @@ from coordinator_job.replay import ReplayResult, offset_tombstone, replay_local,
 from coordinator_job.settings import APPLY_IN_PANDAS_WITH_STATE, STATEFUL_OPERATORS, TRANSFORM_WITH_STATE, load_settings
 from coordinator_lab.traffic_gen import join_request
 from coordinator_state import SIMULATION_EPOCH_MS as EPOCH_MS
-from coordinator_state import Invalid, ResponseKey, decode_record, parse_raw, response_key, tick_envelope, to_json
+from coordinator_state import Invalid, decode_record, parse_raw, tick_envelope, to_json
+from tests.replays import assert_same, keyed
 from tests.traffic import HOSTILE, build_traffic, write_traffic
 
 pytestmark = [pytest.mark.spark]
 SUBMIT = Path(__file__).resolve().parents[2] / "src" / "coordinator_cli" / "submit.py"
-
-
-def keyed(responses: list[str]) -> dict[ResponseKey, str]:
-    """Responses by (reply_to, correlation_id); an exact duplicate is dropped, a different one fails."""
-    out: dict[ResponseKey, str] = {}
-    for line in responses:
-        key = response_key(json.loads(line))
-        assert key is not None, line
-        assert out.get(key, line) == line, f"two different answers to {key}"
-        out[key] = line
-    return out
-
-
-def assert_same(actual: ReplayResult, expected: ReplayResult) -> None:
-    assert keyed(actual.responses) == keyed(expected.responses)
-    assert actual.snapshots == expected.snapshots
-    assert actual.offsets == expected.offsets
-    assert sorted(actual.dead_letters) == sorted(expected.dead_letters)
 
 
 @pytest.fixture(scope="module")
@@ -110,13 +91,18 @@ def test_coordinator_replay_spark_writes_what_replay_local_writes(spark: SparkSe
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """The whole file in one micro-batch, through the command line, compared by `coordinator diff`."""
     traffic = write_traffic(tmp_path / "traffic.jsonl", full_traffic)
-    outputs = {}
+    outputs, summaries = {}, {}
     for engine in ("local", "spark"):
         outputs[engine] = [tmp_path / f"{engine}.{kind}.jsonl" for kind in ("responses", "snapshots", "dead-letters")]
         responses, snapshots, dead_letters = map(str, outputs[engine])
         # The test session's shuffle partitions, so that the session is reused as it is.
         assert main(["replay", "--engine", engine, "--input", str(traffic), "--output", responses, "--snapshots",
                      snapshots, "--dead-letters", dead_letters, "--set", "coordinator.shuffle.partitions=2"]) == 0
+        summaries[engine] = json.loads(capsys.readouterr().out.splitlines()[-1])
+    # The traffic's own figures, whichever engine replays it.
+    figures = ("records", "bad_lines", "late_requests")
+    assert [summaries["local"][f] for f in figures] == [summaries["spark"][f] for f in figures] == [
+        len(full_traffic), len(HOSTILE), 0]
     for local, spark_side in zip(outputs["local"], outputs["spark"], strict=True):
         assert main(["diff", str(local), str(spark_side)]) == 0, capsys.readouterr().out
     assert len(outputs["spark"][2].read_text().splitlines()) == len(HOSTILE)

@@ -52,7 +52,7 @@ def names_no_partition(req: OffsetCommit) -> bool:
 
 def nothing_to_commit(req: OffsetCommit, t: int) -> Response:
     """The answer to a commit that names no partition: error NONE and an empty `topics` list."""
-    return envelope(req.reply, req.group_id, t, commit_body(req.reply.version, _NONE, []))
+    return response_envelope(req.reply, req.group_id, t, commit_body(req.reply.version, _NONE, []))
 
 
 def absent_group(req: OffsetCommit, t: int) -> Response | None:
