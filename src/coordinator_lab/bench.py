@@ -18,6 +18,7 @@ from typing import Any
 
 from coordinator_state import SIMULATION_EPOCH_MS as EPOCH_MS
 from coordinator_state import Api, LocalCoordinator, request_envelope
+from coordinator_state.streams.assignor import AssignorMember, SubtopologyTasks, assign
 
 from .bench_spark import add_spark_bench_arguments, spark_bench_main
 
@@ -165,6 +166,26 @@ def bench_join_round(members: int) -> dict[str, float]:
     return {f"join_round_{members}_members_ms": elapsed * 1000}
 
 
+def bench_streams_assignment(members: int, tasks: int, standby_replicas: int) -> dict[str, float]:
+    """One target assignment of the streams sticky assignor: `members` members (half static, four to a process)
+    and `tasks` tasks in ten subtopologies (half stateful), `standby_replicas` standbys; then the same group
+    again from that assignment (the sticky path a rebalance takes)."""
+    subtopologies = [SubtopologyTasks(f"s{i}", tasks // 10, i % 2 == 0) for i in range(10)]
+    group = [AssignorMember(f"m{i}", f"i{i}" if i % 2 else None, f"p{i // 4}") for i in range(members)]
+    start = time.process_time()
+    first = assign(group, subtopologies, standby_replicas)
+    fresh = time.process_time() - start
+    again = [AssignorMember(m.member_id, m.instance_id, m.process_id, first[m.member_id].active,
+                            first[m.member_id].standby) for m in group]
+    start = time.process_time()
+    second = assign(again, subtopologies, standby_replicas)
+    sticky = time.process_time() - start
+    if sum(len(t.active) for t in second.values()) != tasks // 10 * 10 or second != first:
+        raise RuntimeError("the assignment is not complete or not sticky: the benchmark is broken")
+    key = f"streams_assignment_{members}_members_{tasks}_tasks_{standby_replicas}_standby"
+    return {f"{key}_ms": fresh * 1000, f"{key}_sticky_ms": sticky * 1000}
+
+
 def _sizes(text: str) -> list[int]:
     return [int(part) for part in text.split(",") if part.strip()]
 
@@ -196,6 +217,8 @@ def bench_main(args: argparse.Namespace, settings: Mapping[str, Any]) -> int:
           f"{args.partitions} partitions...", file=sys.stderr)
     figures.update(bench_commits(args.groups, args.members, args.partitions, args.rounds))
     print(f"commits: {figures['commits_per_s']:,.0f}/s", file=sys.stderr)
+    print("streams assignment of 1000 members x 1000 tasks, 1 standby...", file=sys.stderr)
+    figures.update(bench_streams_assignment(1000, 1000, 1))
     join_members: Sequence[int] = args.join_members
     for members in join_members:
         print(f"join round of {members} static members...", file=sys.stderr)
