@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from coordinator_state.parsing import _Bad
+from coordinator_state.fields import Bad
 from coordinator_state.records import Reply
 from coordinator_state.streams.parsing import parse_streams_describe, parse_streams_heartbeat, parse_topic_metadata
 from coordinator_state.streams.records import CopartitionGroup, Endpoint, Subtopology, TopicInfo, Topology
@@ -68,7 +68,7 @@ def test_task_lists_keep_their_entries_and_owned_is_none_when_any_list_is_null()
 def test_mistyped_or_out_of_range_fields_make_the_record_invalid(change: dict[str, Any], where: str) -> None:
     body = {**JOIN, **change}
     body = {key: value for key, value in body.items() if value is not _ABSENT}
-    with pytest.raises(_Bad, match=where):
+    with pytest.raises(Bad, match=where):
         parse_streams_heartbeat(REPLY, 1000, "", body)
 
 
@@ -81,7 +81,7 @@ def test_mistyped_or_out_of_range_fields_make_the_record_invalid(change: dict[st
     [],
 ])
 def test_malformed_topic_metadata_makes_the_record_invalid(metadata: Any) -> None:
-    with pytest.raises(_Bad, match="topic_metadata"):
+    with pytest.raises(Bad, match="topic_metadata"):
         parse_topic_metadata(metadata)
 
 
@@ -94,7 +94,7 @@ def test_describe_names_exactly_one_group() -> None:
     reply = Reply("StreamsGroupDescribe", 0, 2, "client-x", "x")
     described = parse_streams_describe(reply, 5, "", {"group_ids": ["g"]})
     assert (described.group_id, described.include_authorized_operations) == ("g", False)
-    with pytest.raises(_Bad, match="exactly one group"):
+    with pytest.raises(Bad, match="exactly one group"):
         parse_streams_describe(reply, 5, "", {"group_ids": ["g", "h"]})
-    with pytest.raises(_Bad, match="group_ids"):
+    with pytest.raises(Bad, match="group_ids"):
         parse_streams_describe(reply, 5, "", {})
