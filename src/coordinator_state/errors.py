@@ -24,6 +24,10 @@ class Error(IntEnum):
     MEMBER_ID_REQUIRED = 79
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
+    FENCED_MEMBER_EPOCH = 110
+    UNRELEASED_INSTANCE_ID = 111
+    STALE_MEMBER_EPOCH = 113
+    STREAMS_INVALID_TOPOLOGY = 130
 
 
 # Error.NONE for the paths every request takes: CPython 3.11 reads an enum member (`Error.NONE`) through

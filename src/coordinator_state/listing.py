@@ -13,6 +13,7 @@ from typing import Any
 from .errors import Error
 
 GROUP_TYPE = "classic"
+STREAMS = "streams"  # a streams group's snapshot says so (PROTOCOL.md section 10); a classic one has no group_type
 DEAD = "Dead"
 # No authorizer: every operation Kafka 4.x supports on a group is allowed (READ 3, DELETE 6, DESCRIBE 8,
 # DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11), as KafkaApis reports it, one bit per operation code.
@@ -32,9 +33,10 @@ def _top(version: int, throttle_from: int) -> dict[str, Any]:
 
 def described_group(group_id: str, snapshot: Snapshot | None, version: int,
                     include_authorized_operations: bool) -> dict[str, Any]:
-    """One DescribeGroups entry (GroupMetadataManager.describeGroups): a missing group reads as Dead, no error."""
+    """One DescribeGroups entry (GroupMetadataManager.describeGroups): a missing group, or one that is not a classic
+    group (a streams group), reads as Dead, no error."""
     entry: dict[str, Any] = {"error_code": int(Error.NONE), "error": Error.NONE.name, "group_id": group_id}
-    if snapshot is None:
+    if snapshot is None or group_type(snapshot) != GROUP_TYPE:
         entry.update(group_state=DEAD, protocol_type="", protocol_data="", members=[])
     else:
         stable = snapshot["state"] == "Stable"
@@ -67,24 +69,39 @@ def describe_groups_body(version: int, described: Sequence[dict[str, Any]]) -> d
     return {**_top(version, throttle_from=1), "groups": list(described)}
 
 
+def group_type(snapshot: Snapshot) -> str:
+    return str(snapshot.get("group_type", GROUP_TYPE))
+
+
+def _filtered_state(snapshot: Snapshot) -> str:
+    """The state as a states filter matches it: a classic group's in lower case (ClassicGroup.isInStates), a
+    streams group's as StreamsGroupState.toLowerCaseString writes it (NotReady: "not_ready")."""
+    state = str(snapshot["state"])
+    if group_type(snapshot) == STREAMS:
+        return "".join(f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(state))
+    return state.lower()
+
+
 def list_groups_body(version: int, snapshots: Iterable[Snapshot], states_filter: Sequence[str] = (),
                      types_filter: Sequence[str] = ()) -> dict[str, Any]:
     """A ListGroups response body (GroupMetadataManager.listGroups): every group passing both filters, by id.
 
-    States match case-insensitively after trimming (ClassicGroup.isInStates); types case-insensitively
-    without trimming (Group.GroupType.parse), and every group here is "classic".
+    States match case-insensitively after trimming (ClassicGroup.isInStates, StreamsGroup.isInStates); types
+    case-insensitively without trimming (Group.GroupType.parse). A streams group lists with protocol type and
+    group type "streams" (PROTOCOL.md section 10).
     """
     states = {s.strip().lower() for s in states_filter} if states_filter else None
-    if types_filter and GROUP_TYPE not in {t.lower() for t in types_filter}:
-        listed: list[Snapshot] = []
-    else:
-        listed = [s for s in snapshots if states is None or s["state"].lower() in states]
+    types = {t.lower() for t in types_filter} if types_filter else None
+    listed = [s for s in snapshots if (states is None or _filtered_state(s) in states)
+              and (types is None or group_type(s) in types)]
     groups = []
     for snapshot in sorted(listed, key=lambda s: str(s["group_id"])):
-        entry: dict[str, Any] = {"group_id": snapshot["group_id"], "protocol_type": snapshot["protocol_type"] or ""}
+        kind = group_type(snapshot)
+        entry: dict[str, Any] = {"group_id": snapshot["group_id"],
+                                 "protocol_type": STREAMS if kind == STREAMS else snapshot["protocol_type"] or ""}
         if version >= 4:
             entry["group_state"] = snapshot["state"]
         if version >= 5:
-            entry["group_type"] = GROUP_TYPE
+            entry["group_type"] = kind
         groups.append(entry)
     return {**_top(version, throttle_from=1), "groups": groups}

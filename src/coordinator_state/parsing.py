@@ -44,6 +44,18 @@ from .envelope import (
     routing_group_id,
 )
 from .errors import Error
+from .fields import Bad as _Bad
+from .fields import array as _list
+from .fields import boolean as _boolean
+from .fields import bytes_b64 as _bytes_b64
+from .fields import int32 as _int32
+from .fields import int64 as _int64
+from .fields import json_object as _object
+from .fields import nullable_string as _nullable_string
+from .fields import required as _required
+from .fields import string as _string
+from .fields import strings as _strings
+from .fields import type_name as _type_name
 from .records import (
     CommitPartition,
     CommitTopic,
@@ -65,78 +77,6 @@ from .records import (
     Tick,
     new_record,
 )
-
-
-class _Bad(Exception):
-    """What makes the record invalid (INVALID_REQUEST, or UNSUPPORTED_VERSION); caught inside this module only."""
-
-    def __init__(self, reason: str, error: Error = Error.INVALID_REQUEST) -> None:
-        super().__init__(reason)
-        self.error = error
-
-
-def _string(value: Any, where: str) -> str:
-    if type(value) is str and value.isascii():
-        return value
-    if type(value) is not str:
-        raise _Bad(f"{where}: expected a string, got {_type_name(value)}")
-    if not is_utf8_encodable(value):
-        raise _Bad(f"{where}: not valid Unicode (lone surrogate)")
-    return value
-
-
-def _nullable_string(value: Any, where: str) -> str | None:
-    return None if value is None else _string(value, where)
-
-
-def _int32(value: Any, where: str) -> int:
-    if type(value) is not int:
-        raise _Bad(f"{where}: expected an int32, got {_type_name(value)}")
-    if not INT32_MIN <= value <= INT32_MAX:
-        raise _Bad(f"{where}: {value} is outside the int32 range")
-    return value
-
-
-def _int64(value: Any, where: str) -> int:
-    if type(value) is not int:
-        raise _Bad(f"{where}: expected an int64, got {_type_name(value)}")
-    if not INT64_MIN <= value <= INT64_MAX:
-        raise _Bad(f"{where}: {value} is outside the int64 range")
-    return value
-
-
-def _boolean(value: Any, where: str) -> bool:
-    if type(value) is not bool:
-        raise _Bad(f"{where}: expected a boolean, got {_type_name(value)}")
-    return value
-
-
-def _bytes_b64(value: Any, where: str) -> str:
-    text = _string(value, where)
-    try:
-        raw = binascii.a2b_base64(text, strict_mode=True)
-    except (binascii.Error, ValueError):
-        raise _Bad(f"{where}: not valid base64") from None
-    return binascii.b2a_base64(raw, newline=False).decode("ascii")
-
-
-def _list(value: Any, where: str) -> list[Any]:
-    if type(value) is not list:
-        raise _Bad(f"{where}: expected a list, got {_type_name(value)}")
-    return value
-
-
-def _object(value: Any, where: str) -> dict[str, Any]:
-    if type(value) is not dict:
-        raise _Bad(f"{where}: expected an object, got {_type_name(value)}")
-    return value
-
-
-def _required(body: dict[str, Any], key: str, where: str) -> Any:
-    try:
-        return body[key]
-    except KeyError:
-        raise _Bad(f"{where}.{key}: missing") from None
 
 
 def _body_string(body: dict[str, Any], key: str) -> str:
@@ -183,10 +123,6 @@ def _string_and_bytes_list(body: dict[str, Any], key: str, name: str, data: str)
         pairs.append((_string(_required(entry, name, where), f"{where}.{name}"),
                       _bytes_b64(_required(entry, data, where), f"{where}.{data}")))
     return pairs
-
-
-def _type_name(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
 
 
 def _timestamp(value: Any) -> int:
@@ -510,10 +446,6 @@ def _parse_describe(reply: Reply, timestamp: int, client_host: str, body: dict[s
     include = (_boolean(body.get("include_authorized_operations", False), "body.include_authorized_operations")
                if reply.version >= 3 else False)
     return DescribeGroups(reply, timestamp, _string(_one_group(body), "body.groups[0]"), include)
-
-
-def _strings(value: Any, where: str) -> tuple[str, ...]:
-    return tuple(_string(item, f"{where}[{i}]") for i, item in enumerate(_list(value, where)))
 
 
 def _parse_list(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> ListGroups:

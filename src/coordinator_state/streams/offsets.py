@@ -1,0 +1,60 @@
+"""OffsetCommit and OffsetFetch against a streams group (StreamsGroup.validateOffsetCommit / validateOffsetFetch,
+PROTOCOL.md section 10, Group types).
+
+The member epoch travels in OffsetCommit's `generation_id_or_member_epoch`. A negative epoch commits only while the
+group has no members (the admin client, or a consumer outside group management); a member's commit must come from
+OffsetCommit v9 or later; its own epoch commits everything, a newer one is STALE_MEMBER_EPOCH, and an older one
+(KIP-1251, `createAssignmentEpochValidator`) commits a partition only if the member holds the active task reading
+it, assigned or pending revocation, at an epoch no newer than the one received; otherwise the whole commit is
+STALE_MEMBER_EPOCH.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..errors import Error
+from .group import StreamsGroup
+
+__all__ = ["validate_offset_commit", "validate_offset_fetch"]
+
+# The first OffsetCommit version a member of the streams protocol may use.
+FIRST_STREAMS_COMMIT_VERSION = 9
+
+
+def validate_offset_commit(group: StreamsGroup, member_id: str, member_epoch: int, version: int,
+                           partitions: Iterable[tuple[str, int]]) -> Error | None:
+    """The error refusing the commit of `partitions` ((topic, partition) pairs), or None when it is accepted."""
+    if member_epoch < 0 and not group.members:
+        return None
+    member = group.members.get(member_id)
+    if member is None:
+        return Error.UNKNOWN_MEMBER_ID
+    if version < FIRST_STREAMS_COMMIT_VERSION:
+        return Error.UNSUPPORTED_VERSION
+    if member_epoch == member.member_epoch:
+        return None
+    if member_epoch > member.member_epoch or group.topology is None:
+        return Error.STALE_MEMBER_EPOCH
+    subtopology_of = {topic: s.subtopology_id for s in group.topology.subtopologies
+                      for topic in (*s.source_topics, *(t.name for t in s.repartition_source_topics))}
+    for topic, partition in partitions:
+        subtopology = subtopology_of.get(topic)
+        if subtopology is None:
+            return Error.STALE_MEMBER_EPOCH
+        task = (subtopology, partition)
+        epoch = member.assigned.active.get(task, member.pending_revocation.active.get(task))
+        if epoch is None or member_epoch < epoch:
+            return Error.STALE_MEMBER_EPOCH
+    return None
+
+
+def validate_offset_fetch(group: StreamsGroup, member_id: str | None, member_epoch: int) -> Error | None:
+    """The error refusing an OffsetFetch (v9's member id and epoch), or None: without a member id and with a
+    negative epoch (the admin client) it is accepted; a member must exist with exactly that epoch."""
+    if member_id is None and member_epoch < 0:
+        return None
+    member = group.members.get(member_id or "")
+    if member is None:
+        return Error.UNKNOWN_MEMBER_ID
+    return None if member.member_epoch == member_epoch else Error.STALE_MEMBER_EPOCH
