@@ -16,13 +16,13 @@ format: its fields are declared with what an older state loads with (declared.py
 
 from __future__ import annotations
 
+from . import classic
 from .config import EngineConfig
 from .group_types import GROUP_TYPES, Group, GroupType, type_of
 from .output import from_json, to_json
 
 FORMAT = 3
 READABLE_FORMATS = (1, 2, 3)
-CLASSIC = "classic"  # the type of every group of formats 1 and 2
 
 
 class StateFormatError(ValueError):
@@ -39,9 +39,8 @@ def decode_group(raw: bytes, config: EngineConfig) -> Group:
     if data.get("format") not in READABLE_FORMATS:
         raise StateFormatError(f"group state format {data.get('format')!r} is not readable by this release "
                                f"(reads formats {READABLE_FORMATS}); run the release that wrote the checkpoint")
-    kind = GROUP_TYPES.get(data.get("group_type", CLASSIC))
+    kind = GROUP_TYPES.get(data.get("group_type", classic.NAME))  # formats 1 and 2: every group was classic
     if kind is None:
         raise StateFormatError(f"group type {data.get('group_type')!r} is not known to this release "
                                f"(knows {sorted(GROUP_TYPES)}); run the release that wrote the checkpoint")
-    group: Group = kind.decode(data, config)
-    return group
+    return kind.decode(data, config)

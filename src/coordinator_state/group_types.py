@@ -48,7 +48,7 @@ class GroupType(Protocol):
     def absent_group(self, request: Any, t: int) -> Response | None:
         """The answer for a group that does not exist, or None: the request creates a group of this type."""
 
-    def create(self, group_id: str, t: int, config: EngineConfig) -> Any: ...
+    def create(self, group_id: str, t: int, config: EngineConfig) -> Group: ...
 
     def handle(self, group: Any, request: Request, t: int) -> None:
         """A request's event at `t` (>= the group's clock, after `fire_due(group, t, before_request=True)`)."""
@@ -69,7 +69,7 @@ class GroupType(Protocol):
     def encode(self, group: Any) -> dict[str, Any]:
         """The group's stored state, as JSON values (codec.py adds the format and the type)."""
 
-    def decode(self, data: Mapping[str, Any], config: EngineConfig) -> Any: ...
+    def decode(self, data: Mapping[str, Any], config: EngineConfig) -> Group: ...
 
 
 GROUP_TYPES: dict[str, GroupType] = {classic.NAME: classic}
