@@ -21,7 +21,6 @@ a topic of `--records` records of `--record-bytes` bytes, first record to last. 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -39,6 +38,8 @@ from kafka.admin import NewTopic
 from chaos_harness.gateway_stack import ENGINES, GatewayStack, gateway_stack, generation, read_group
 from chaos_harness.real_consumer import ConsumerProcess
 from coordinator_job.broker import broker_or_embedded
+
+from .measuring import command_parser
 
 LIBRARIES = ("kafka-python", "confluent")
 PARTITIONS = 6
@@ -151,11 +152,8 @@ def _load_average() -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m coordinator_lab.gateway_bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--embedded", action="store_true", help="start the embedded Tansu broker")
-    where.add_argument("--bootstrap-servers", metavar="HOST:PORT", help="a single-broker upstream")
+    parser = command_parser("coordinator_lab.gateway_bench", __doc__, "start the embedded Tansu broker",
+                            "a single-broker upstream")
     parser.add_argument("--engines", default=",".join(ENGINES),
                         help=f"comma-separated, from {', '.join(ENGINES)} (default: both)")
     parser.add_argument("--session-timeout-ms", type=int, default=45_000)

@@ -3,11 +3,24 @@ the per-stage figures summed from them."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import threading
 import time
 from typing import Any
+
+
+def command_parser(module: str, description: str | None, embedded_help: str,
+                   servers_help: str) -> argparse.ArgumentParser:
+    """A lab command's parser: its module docstring as the description, and where the broker is (`--embedded`
+    or `--bootstrap-servers`, one of them required)."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--embedded", action="store_true", help=embedded_help)
+    where.add_argument("--bootstrap-servers", metavar="HOST:PORT", help=servers_help)
+    return parser
 
 
 def log(message: str) -> None:

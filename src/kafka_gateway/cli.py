@@ -22,7 +22,7 @@ from typing import Any
 from . import listeners as listener_keys
 from .gateway import Limits
 from .properties import read_properties, setting
-from .runner import GatewayOptions, ListenerOptions, host_port, serve
+from .runner import GatewayOptions, ListenerOptions, coordinator_limits, host_port, serve
 from .security import settings as security_keys
 from .security.units import gateway_security
 
@@ -62,8 +62,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="MS",
                         help="answer COORDINATOR_NOT_AVAILABLE when the coordinator has not answered within this "
                              "(must stay below the clients' request timeouts: kafka-python 30 s); default %(default)s")
-    parser.add_argument("--join-grace-ms", type=int, default=DEFAULT_LIMITS.join_grace_ms, metavar="MS",
-                        help="a JoinGroup waits its rebalance timeout plus this; default %(default)s")
+    parser.add_argument("--join-grace-ms", type=int, metavar="MS",
+                        help="a JoinGroup waits its rebalance timeout (or group.initial.rebalance.delay.ms if longer) "
+                             f"plus this; default {DEFAULT_LIMITS.join_grace_ms}, with --engine topics plus the job's "
+                             "coordinator.lateness.ms, coordinator.tick.interval.ms and "
+                             "coordinator.trigger.interval.ms")
     parser.add_argument("--max-frame-bytes", type=int, default=DEFAULT_LIMITS.max_frame_bytes, metavar="N",
                         help="largest request accepted (Kafka's socket.request.max.bytes); default %(default)s")
     parser.add_argument("--status-interval", type=float, default=10.0, metavar="SECONDS",
@@ -72,8 +75,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def options_from(args: argparse.Namespace, settings: Mapping[str, Any]) -> GatewayOptions:
     """GatewayOptions from parsed arguments and the project's settings; ValueError on a bad value."""
-    limits = Limits(max_frame_bytes=args.max_frame_bytes, coordinator_timeout_ms=args.coordinator_timeout_ms,
-                    join_grace_ms=args.join_grace_ms)
+    given = {"max_frame_bytes": args.max_frame_bytes, "coordinator_timeout_ms": args.coordinator_timeout_ms}
+    if args.join_grace_ms is not None:
+        given["join_grace_ms"] = args.join_grace_ms
+    limits = coordinator_limits(args.engine, settings, **given)
     if args.config:
         return _configured_options(args, settings, limits)
     if not args.bootstrap_servers:

@@ -3,7 +3,9 @@
 Both take request envelopes with `submit` and hand every response envelope to the `deliver` callback on
 the event loop, in the order decided.
 - `LocalEngine` (`--engine local`): a `LocalCoordinator` in this process, its clock moved by the wall
-  clock every `tick_ms`, so that sessions expire while every client is silent.
+  clock every `tick_ms`, so that sessions expire while every client is silent. Its calls run one at a time,
+  in order, on a thread of their own, so a slow call never holds the event loop: other connections are
+  served meanwhile, and the gateway answers COORDINATOR_NOT_AVAILABLE at each request's bound.
 - `TopicEngine` (the default): requests produced to the request topic keyed by group id; responses read
   from the one response-topic partition this gateway's `reply_to` hashes to (`envelope.response_partition`,
   as the project's KafkaTransport reads), keeping those keyed by that `reply_to`; ListGroups
@@ -18,9 +20,12 @@ import asyncio
 import contextlib
 import json
 import logging
+import queue
 import threading
+import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from concurrent.futures import Future
+from typing import Any, Protocol, TypeVar
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError
@@ -47,59 +52,186 @@ class Coordinator(Protocol):
     def status(self) -> str: ...
 
 
-class LocalEngine:
-    """The engine in this process (tests, demos): answers at once, timers on the wall clock."""
+T = TypeVar("T")
 
-    def __init__(self, config: Mapping[str, Any], clock_ms: Clock, tick_ms: int = 100) -> None:
+
+class _Worker:
+    """One daemon thread running calls one at a time, in submission order. A daemon, so that a call that never
+    returns cannot keep the process from exiting (a ThreadPoolExecutor's threads are joined at exit)."""
+
+    def __init__(self, name: str) -> None:
+        self._calls: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.running_since: float | None = None  # monotonic time the current call started
+        self._thread.start()
+
+    def call(self, function: Callable[[], T]) -> Future[T]:
+        future: Future[T] = Future()
+        self._calls.put((future, function))
+        return future
+
+    def _run(self) -> None:
+        while (item := self._calls.get()) is not None:
+            future, function = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            self.running_since = time.monotonic()
+            try:
+                future.set_result(function())
+            except BaseException as exc:  # handed to whoever waits on the future
+                future.set_exception(exc)
+            finally:
+                self.running_since = None
+
+    def stop(self) -> None:
+        self._calls.put(None)
+
+
+class LocalEngine:
+    """The engine in this process (tests, demos): its calls on a worker thread, timers on the wall clock.
+
+    At most `max_queued_calls` requests wait for the engine; beyond that a request is dropped (logged), and the
+    gateway answers COORDINATOR_NOT_AVAILABLE at its bound, as when the job's request topic cannot be written.
+    A call running longer than `slow_call_s` is logged."""
+
+    def __init__(self, config: Mapping[str, Any], clock_ms: Clock, tick_ms: int = 100,
+                 max_queued_calls: int = 10_000, slow_call_s: float = 5.0) -> None:
         self.engine = LocalCoordinator(config)
         self._clock_ms = clock_ms
         self._tick_s = tick_ms / 1000
+        self.max_queued_calls = max_queued_calls
+        self.slow_call_s = slow_call_s
+        self.queued = 0
+        self.dropped = 0
+        self.slow_calls = 0
         self._deliver: Deliver | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._worker: _Worker | None = None
         self._ticker: asyncio.Task[None] | None = None
+        self._tick_queued = False
+        self._slow_call_logged: float | None = None
 
     async def start(self, deliver: Deliver) -> None:
         self._deliver = deliver
+        self._loop = asyncio.get_running_loop()
+        self._worker = _Worker("local-engine")
         self.engine.advance_to(self._clock_ms())
         self._ticker = asyncio.create_task(self._tick(), name="local-engine-clock")
 
     def submit(self, envelope: dict[str, Any]) -> None:
-        responses = self.engine.handle(envelope)
-        if responses and self._deliver is not None:
-            # Delivered from the loop, not from inside the gateway call that submitted the request.
-            asyncio.get_running_loop().call_soon(self._deliver, responses)
+        if self.queued >= self.max_queued_calls:
+            self.dropped += 1
+            if self.dropped % 1000 == 1:  # the first of every thousand: a flood says so without flooding the log
+                log.warning("%d requests already wait for the engine: requests are dropped (%d so far; their "
+                            "clients get COORDINATOR_NOT_AVAILABLE and retry)", self.queued, self.dropped)
+            return
+        self._call(lambda: self.engine.handle(envelope))
+
+    def inspect(self, function: Callable[[LocalCoordinator], T]) -> Future[T]:
+        """Runs `function(engine)` between the engine's calls (from any thread): a consistent look at its state."""
+        assert self._worker is not None, "the engine is not started"
+        return self._worker.call(lambda: function(self.engine))
+
+    def _call(self, function: Callable[[], list[dict[str, Any]]], on_done: Callable[[], None] | None = None) -> None:
+        assert self._worker is not None and self._loop is not None, "the engine is not started"
+        self.queued += 1
+        loop = self._loop
+
+        def run() -> list[dict[str, Any]]:
+            responses = function()
+            # The engine keeps every offset change and refused record for callers that replay; nobody here reads
+            # them, and kept they would grow without bound.
+            self.engine.drain_offset_changes()
+            self.engine.invalid.clear()
+            return responses
+
+        def done(future: Future[list[dict[str, Any]]]) -> None:
+            self.queued -= 1
+            if on_done is not None:
+                on_done()
+            self._delivered(future)
+
+        def hand_to_loop(future: Future[list[dict[str, Any]]]) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed (the gateway stopped): nobody to answer
+                loop.call_soon_threadsafe(done, future)
+
+        self._worker.call(run).add_done_callback(hand_to_loop)
+
+    def _delivered(self, future: Future[list[dict[str, Any]]]) -> None:
+        """On the loop: the answers of one engine call go to the gateway; a failure is logged, and the next call
+        goes on."""
+        try:
+            responses = future.result()
+            if responses and self._deliver is not None:
+                self._deliver(responses)
+        except Exception:
+            log.exception("an engine call or the delivery of its answers failed; the engine goes on")
 
     async def _tick(self) -> None:
         while True:
             await asyncio.sleep(self._tick_s)
-            responses = self.engine.advance_to(self._clock_ms())
-            if responses and self._deliver is not None:
-                self._deliver(responses)
+            try:
+                self._watch()
+                if not self._tick_queued:  # one clock call waits at most, however long the engine is busy
+                    self._tick_queued = True
+                    self._call(lambda: self.engine.advance_to(self._clock_ms()), self._tick_done)
+            except Exception:
+                log.exception("the engine's clock failed to tick; it ticks again in %.1f s", self._tick_s)
+
+    def _tick_done(self) -> None:
+        self._tick_queued = False
+
+    def _watch(self) -> None:
+        """Logs a call that has been running for `slow_call_s`, once per call."""
+        since = self._worker.running_since if self._worker is not None else None
+        if since is None or since == self._slow_call_logged or time.monotonic() - since < self.slow_call_s:
+            return
+        self._slow_call_logged = since
+        self.slow_calls += 1
+        log.warning("an engine call has been running for over %.0f s; meanwhile the gateway serves other "
+                    "connections and answers group requests COORDINATOR_NOT_AVAILABLE at their bounds",
+                    self.slow_call_s)
 
     async def stop(self) -> None:
         if self._ticker is not None:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._ticker
+        if self._worker is not None:
+            self._worker.stop()
 
     def status(self) -> str:
-        return f"engine=local groups={len(self.engine.groups)} engine_requests={self.engine.counters['requests']}"
+        busy = self._worker.running_since if self._worker is not None else None
+        busy_s = 0.0 if busy is None else time.monotonic() - busy
+        return (f"engine=local groups={len(self.engine.groups)} engine_requests={self.engine.counters['requests']} "
+                f"engine_queued={self.queued} engine_dropped={self.dropped} engine_busy_s={busy_s:.1f} "
+                f"engine_slow_calls={self.slow_calls}")
 
 
 class _PollThread(threading.Thread):
-    """Polls one kafka-python consumer until stopped, handing each batch of records to `on_records`."""
+    """Polls one kafka-python consumer until stopped, handing each batch of records to `on_records`; a failure
+    (of the poll or of `on_records`) is logged, and polling goes on a second later."""
+
+    RETRY_S = 1.0
 
     def __init__(self, name: str, consumer: Any, on_records: Callable[[list[Any]], None]) -> None:
         super().__init__(name=name, daemon=True)
         self.consumer = consumer
         self.on_records = on_records
         self.stopping = threading.Event()
+        self.failures = 0
 
     def run(self) -> None:
         try:
             while not self.stopping.is_set():
-                batch = [r for records in self.consumer.poll(timeout_ms=200).values() for r in records]
-                if batch:
-                    self.on_records(batch)
+                try:
+                    batch = [r for records in self.consumer.poll(timeout_ms=200).values() for r in records]
+                    if batch:
+                        self.on_records(batch)
+                except Exception:
+                    self.failures += 1
+                    log.exception("%s: polling failed; it goes on in %.0f s", self.name, self.RETRY_S)
+                    self.stopping.wait(self.RETRY_S)
         finally:
             self.consumer.close()
 

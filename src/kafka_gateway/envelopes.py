@@ -49,12 +49,16 @@ def merge_answers(
         return _complete(api_key, version, part, answer)
     groups: list[Any] = []
     for part, answer in zip(parts, answers, strict=True):
-        if answer is None:
-            answer = error_answer(api_key, version, part, COORDINATOR_NOT_AVAILABLE)
-        else:
-            answer = _complete(api_key, version, part, answer)
-        groups += answer["groups"]
+        groups += group_entries(api_key, version, part, answer)
     return {"groups": groups}
+
+
+def group_entries(api_key: ApiKey, version: int, part: Mapping[str, Any], answer: Mapping[str, Any] | None) -> Any:
+    """A part's share of the `groups` of a request split by group: its answer's, or, when the answer is a bare
+    error or never came, that error (COORDINATOR_NOT_AVAILABLE) for its group."""
+    if answer is None:
+        return error_answer(api_key, version, part, COORDINATOR_NOT_AVAILABLE)["groups"]
+    return _complete(api_key, version, part, answer)["groups"]
 
 
 def _complete(api_key: ApiKey, version: int, part: Mapping[str, Any], answer: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The gateway's errors: each closes one client connection, with a log line, and nothing else."""
+"""The gateway's errors: a GatewayError closes one client connection, with a log line, and nothing else."""
 
 from __future__ import annotations
 
@@ -19,5 +19,6 @@ class UpstreamError(GatewayError):
     """The upstream broker broke the protocol or went away while the connection relied on it."""
 
 
-class Overloaded(GatewayError):
-    """A client queued more requests behind a muted channel than the gateway holds for one connection."""
+class UnencodableAnswer(Exception):
+    """An answer that does not fit its response's wire format (a string longer than Kafka allows, a value out of
+    range): not the connection's fault; the request gets Kafka's error answer instead."""

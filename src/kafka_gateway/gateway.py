@@ -14,19 +14,34 @@ Per client connection, as a Kafka broker does:
   ready in (a proxied Fetch may finish before an earlier JoinGroup);
 - while a group request is with the coordinator the channel is muted: later requests wait unread, so a
   client's group requests reach the coordinator one at a time and in order;
-- a bad frame, an API the gateway does not serve, a version outside the advertised range, or a unit's
-  decision closes that connection (`CloseClient` with the reason) and nothing else.
+- what one connection costs is bounded whatever it sends: no more bytes are read from it (`reading` is
+  False, until a `ResumeReading`) while it is muted, has requests unread, or has `max_in_flight_requests`
+  requests unanswered, and a frame's size is checked before any of it is kept;
+- a bad frame, an API the gateway does not serve, or a version outside the advertised range closes that
+  connection (`CloseClient` with the reason) and nothing else, once the requests before it are answered (a
+  broker reads a connection's next request only after answering the previous one); a unit's decision closes
+  it as the unit says;
+- an answer that does not fit its response (Kafka's writer would refuse it) is answered UNKNOWN_SERVER_ERROR
+  in the API's error shape, and the connection goes on;
+- whatever else goes wrong while serving one connection (a bug) closes that connection, logged, and nothing
+  else: no failure while serving one connection escapes into another's.
 Group requests become envelopes with the gateway's own correlation ids (unique in this incarnation, which
-is `reply_to`); an envelope not answered within its bound is answered COORDINATOR_NOT_AVAILABLE, and an
-answer that comes after that, or after its connection closed, is dropped and counted.
+is `reply_to`); a request naming many groups becomes one envelope per group, at most
+`max_envelopes_in_flight` of them with the coordinator at a time (the next sent as one is answered), each
+group's answer encoded as it comes unless a unit rewrites the answer, so neither the coordinator's queue nor a
+step of the event loop grows with the request, and what it holds is about the size of its answer on the wire.
+A request not answered within its bound is answered COORDINATOR_NOT_AVAILABLE (for every group not answered
+yet), and an answer that comes after that, or after its connection closed, is dropped and counted.
 """
 
 from __future__ import annotations
 
 import heapq
+import logging
 import struct
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,14 +56,21 @@ from .codec import (
     body_to_message,
     decode_request,
     decode_response,
+    encode_items,
     encode_response,
+    encode_response_around,
     message_to_body,
     peek_header,
 )
-from .envelopes import API_NAMES, merge_answers, split_request
-from .errors import GatewayError, MalformedFrame, Overloaded, UnsupportedRequest, UpstreamError
+from .envelopes import API_NAMES, group_entries, is_split_by_group, merge_answers, split_request
+from .errors import GatewayError, MalformedFrame, UnencodableAnswer, UnsupportedRequest, UpstreamError
 from .frames import DEFAULT_MAX_FRAME_BYTES, SIZE_BYTES, FrameSplitter, frame
 
+log = logging.getLogger(__name__)
+UNKNOWN_SERVER_ERROR = -1
+# The client's own fault: its earlier requests are answered, then its connection closed. Other errors (the
+# upstream broke, a unit's decision) close at once.
+_REQUEST_ERRORS = (MalformedFrame, UnsupportedRequest)
 _RESPONSE_HEADER = struct.Struct(">ii")  # a response frame's size, then its correlation id
 LATENCY_SAMPLES = 10_000
 
@@ -84,13 +106,21 @@ class CloseClient:
     reason: str
 
 
-Action = ToClient | ToUpstream | ToCoordinator | CloseClient
+@dataclass(frozen=True, slots=True)
+class ResumeReading:
+    """Read from this client connection again (it was not `reading`)."""
+
+    connection: int
+
+
+Action = ToClient | ToUpstream | ToCoordinator | CloseClient | ResumeReading
 
 
 @dataclass(frozen=True, slots=True)
 class Answered:
     """A client's group request the coordinator has answered (or that timed out), as the client gets it: the
-    envelope bodies it became (`parts`) and the response body."""
+    envelope bodies it became (`parts`) and the response body (for a request split by group whose answer no
+    unit rewrites, its top-level fields: each group's entry was encoded as its answer came)."""
 
     api_key: ApiKey
     version: int
@@ -106,20 +136,27 @@ class Limits:
     """The bounds the gateway keeps, per connection and per coordinator request.
 
     `coordinator_timeout_ms` must stay below the clients' request timeouts (kafka-python 30 s, librdkafka
-    60 s); a JoinGroup waits up to its rebalance timeout plus `join_grace_ms`, below the clients' own
-    grace (librdkafka 3 s, the Java client and kafka-python 5 s).
+    60 s). A JoinGroup may legitimately be parked up to its rebalance timeout, or a new group's initial
+    rebalance delay if that is longer (Kafka's InitialDelayedJoin: the delay, extended up to the rebalance
+    timeout); it waits that plus `join_grace_ms`, the time the coordinator takes to answer once its timer is due.
     """
 
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
-    max_queued_requests: int = 1000
+    # Requests read from one connection and not answered yet. Kafka's broker holds one (it mutes a connection
+    # until its answer is sent); proxied requests are pipelined to the upstream as clients pipeline them.
+    max_in_flight_requests: int = 100
+    # Envelopes of one connection's group request with the coordinator at a time (it names several groups).
+    max_envelopes_in_flight: int = 100
     coordinator_timeout_ms: int = 25_000
     join_grace_ms: int = 2_000
+    initial_rebalance_delay_ms: int = 3_000  # the coordinator's group.initial.rebalance.delay.ms
 
     def __post_init__(self) -> None:
-        if self.max_frame_bytes < 1 or self.max_queued_requests < 1:
-            raise ValueError("frame and queue limits must be positive")
-        if self.coordinator_timeout_ms < 1 or self.join_grace_ms < 0:
-            raise ValueError("coordinator_timeout_ms must be positive and join_grace_ms not negative")
+        if self.max_frame_bytes < 1 or self.max_in_flight_requests < 1 or self.max_envelopes_in_flight < 1:
+            raise ValueError("frame and in-flight limits must be positive")
+        if self.coordinator_timeout_ms < 1 or self.join_grace_ms < 0 or self.initial_rebalance_delay_ms < 0:
+            raise ValueError("coordinator_timeout_ms must be positive, join_grace_ms and initial_rebalance_delay_ms "
+                             "not negative")
 
 
 @dataclass(slots=True)
@@ -140,14 +177,27 @@ class _UpstreamSlot(_Slot):
 
 @dataclass(slots=True)
 class _CoordinatorSlot(_Slot):
+    """A group request: its parts (one per envelope) go to the coordinator in order, a window at a time."""
+
     api_key: ApiKey = ApiKey.JoinGroup
     version: int = 0
     parts: list[dict[str, Any]] = field(default_factory=list)
-    answers: list[dict[str, Any] | None] = field(default_factory=list)
-    envelope_ids: list[int] = field(default_factory=list)
-    unanswered: int = 0
-    sent_ms: int = 0
     trail: Trail = field(default_factory=Trail)
+    # Split by group with no unit to see the answer: each part's entries of `groups`, encoded as they come.
+    # Otherwise each part's answer (None: none in time), merged once all are in.
+    piecewise: bool = False
+    answers: list[dict[str, Any] | None] = field(default_factory=list)
+    entries: list[tuple[int, bytes]] = field(default_factory=list)
+    unencodable: UnencodableAnswer | None = None  # an entry that did not fit: the whole request gets the error
+    client_id: str | None = None
+    received_ms: int = 0
+    sent: int = 0  # parts sent so far
+    answered: int = 0  # parts answered or given up
+    in_flight: dict[int, int] = field(default_factory=dict)  # envelope id -> part index, awaiting its answer
+
+    @property
+    def done(self) -> bool:
+        return self.answered == len(self.parts)
 
 
 @dataclass(slots=True)
@@ -159,6 +209,8 @@ class _Connection:
     versions: VersionTable  # what ApiVersions offers on this connection, and what it may send
     closing: bool = False  # an answer that closes the connection is queued: nothing more is read
     failure: GatewayError | None = None  # a unit refused an answer that came from the coordinator
+    refused: GatewayError | None = None  # a bad request: read nothing more, close once the slots are answered
+    paused: bool = False  # not `reading` since the last time it was served
     unread: deque[bytes] = field(default_factory=deque)
     slots: deque[_Slot] = field(default_factory=deque)
     upstream: deque[_UpstreamSlot] = field(default_factory=deque)
@@ -197,9 +249,11 @@ class Gateway:
         self._connections: dict[int, _Connection] = {}
         self._next_connection = 0
         self._next_envelope_id = 0
-        # envelope id -> (connection id, slot, part index), while its answer is awaited
-        self._awaiting: dict[int, tuple[int, _CoordinatorSlot, int]] = {}
-        self._deadlines: list[tuple[int, int]] = []  # (deadline ms, envelope id), lazily pruned
+        # envelope id -> (connection id, slot), while its answer is awaited
+        self._awaiting: dict[int, tuple[int, _CoordinatorSlot]] = {}
+        # (deadline ms, sequence, connection id, slot) of every group request, pruned once it is done
+        self._deadlines: list[tuple[int, int, int, _CoordinatorSlot]] = []
+        self._deadline_sequence = 0
         self._version_tables: dict[tuple[type, ...], VersionTable] = {}  # per kind of chain
 
     # ---- events from the shell -------------------------------------------------------------------------
@@ -230,18 +284,14 @@ class Gateway:
     def receive(self, connection_id: int, data: bytes, now_ms: int) -> list[Action]:
         """Bytes from a client."""
         connection = self._connections.get(connection_id)
-        if connection is None:
+        if connection is None or connection.refused is not None:
             return []
         actions: list[Action] = []
-        try:
+        with self._confined(connection, actions):
             frames = connection.splitter.feed(data)
             self.counters["frames"] += len(frames)
             connection.unread.extend(frames)
-            if len(connection.unread) > self.limits.max_queued_requests:
-                raise Overloaded(f"more than {self.limits.max_queued_requests} requests queued behind a muted channel")
             self._serve(connection, now_ms, actions)
-        except GatewayError as exc:
-            self._fail(connection, exc, actions)
         return actions
 
     def receive_upstream(self, connection_id: int, data: bytes, now_ms: int) -> list[Action]:
@@ -250,11 +300,9 @@ class Gateway:
         if connection is None:
             return []
         actions: list[Action] = []
-        try:
+        with self._confined(connection, actions):
             self._upstream_bytes(connection, memoryview(data), actions)
             self._serve(connection, now_ms, actions)
-        except GatewayError as exc:
-            self._fail(connection, exc, actions)
         return actions
 
     def upstream_closed(self, connection_id: int, reason: str) -> list[Action]:
@@ -270,8 +318,7 @@ class Gateway:
     def receive_answers(self, answers: Iterable[Mapping[str, Any]], now_ms: int) -> list[Action]:
         """Response envelopes from the coordinator; those for other gateways, already answered requests or
         closed connections are dropped."""
-        actions: list[Action] = []
-        touched: dict[int, _Connection] = {}
+        received: dict[int, tuple[int, _CoordinatorSlot, list[tuple[int, dict[str, Any] | None]]]] = {}
         for answer in answers:
             key = response_key(answer)
             if key is None or key[0] != self.reply_to:
@@ -280,45 +327,45 @@ class Gateway:
             if awaited is None:
                 self.counters["late_answers_dropped"] += 1
                 continue
-            connection_id, slot, index = awaited
-            body = answer.get(BODY)
-            slot.answers[index] = dict(body) if isinstance(body, Mapping) else {}
-            slot.unanswered -= 1
-            connection = self._connections.get(connection_id)
-            if connection is None:
+            connection_id, slot = awaited
+            index = slot.in_flight.pop(key[1])
+            if connection_id not in self._connections:
                 self.counters["answers_for_closed_connections"] += 1
-            elif slot.unanswered == 0:
-                self._complete(connection, slot, now_ms)
-                touched[connection.id] = connection
-        for connection in touched.values():
-            self._resume(connection, now_ms, actions)
-        return actions
+                continue
+            body = answer.get(BODY)
+            received.setdefault(id(slot), (connection_id, slot, []))[2].append(
+                (index, dict(body) if isinstance(body, Mapping) else {}))
+        return self._progress(list(received.values()), now_ms)
 
     def expire(self, now_ms: int) -> list[Action]:
         """Answers COORDINATOR_NOT_AVAILABLE for every envelope whose bound has passed."""
-        actions: list[Action] = []
-        touched: dict[int, _Connection] = {}
+        expired: list[tuple[int, _CoordinatorSlot, list[tuple[int, dict[str, Any] | None]]]] = []
         while self._deadlines and self._deadlines[0][0] <= now_ms:
-            _, envelope_id = heapq.heappop(self._deadlines)
-            awaited = self._awaiting.pop(envelope_id, None)
-            if awaited is None:
+            _, _, connection_id, slot = heapq.heappop(self._deadlines)
+            if slot.done:
                 continue
-            connection_id, slot, _ = awaited
-            self.counters["coordinator_timeouts"] += 1
-            slot.unanswered -= 1
-            connection = self._connections.get(connection_id)
-            if connection is not None and slot.unanswered == 0:
-                self._complete(connection, slot, now_ms)
-                touched[connection.id] = connection
-        for connection in touched.values():
-            self._resume(connection, now_ms, actions)
-        return actions
+            for envelope_id in slot.in_flight:
+                del self._awaiting[envelope_id]
+            unanswered = [*slot.in_flight.values(), *range(slot.sent, len(slot.parts))]
+            self.counters["coordinator_timeouts"] += len(unanswered)
+            slot.in_flight.clear()
+            slot.sent = len(slot.parts)
+            if connection_id in self._connections:
+                expired.append((connection_id, slot, [(index, None) for index in unanswered]))
+            else:
+                slot.answered = len(slot.parts)
+        return self._progress(expired, now_ms)
 
     def next_deadline(self) -> int | None:
         """When `expire` next has something to do (ms), or None."""
-        while self._deadlines and self._deadlines[0][1] not in self._awaiting:
+        while self._deadlines and self._deadlines[0][3].done:
             heapq.heappop(self._deadlines)
         return self._deadlines[0][0] if self._deadlines else None
+
+    def reading(self, connection_id: int) -> bool:
+        """Whether to read more of this connection's bytes now; once False, until a ResumeReading for it."""
+        connection = self._connections.get(connection_id)
+        return connection is not None and not connection.paused
 
     @property
     def connections(self) -> int:
@@ -332,19 +379,68 @@ class Gateway:
 
     # ---- per-connection logic --------------------------------------------------------------------------
 
-    def _serve(self, connection: _Connection, now_ms: int, actions: list[Action]) -> None:
-        """Handles unread requests until the channel is muted, then sends what is ready, in order."""
-        while connection.muted_by is None and connection.unread and not connection.closing:
-            self._dispatch(connection, connection.unread.popleft(), now_ms, actions)
-        self._flush(connection, actions)
+    def _progress(self, progressed: list[tuple[int, _CoordinatorSlot, list[tuple[int, dict[str, Any] | None]]]],
+                now_ms: int) -> list[Action]:
+        """Group requests with parts newly answered (None: given up): the next parts go to the coordinator; those
+        whose every part is answered get their responses, and their connections go on, each on its own."""
+        actions: list[Action] = []
+        touched: dict[int, _Connection] = {}
+        for connection_id, slot, answered in progressed:
+            connection = self._connections.get(connection_id)
+            if connection is None:
+                continue
+            with self._confined(connection, actions):
+                for index, answer in answered:
+                    self._record(slot, index, answer)
+                if not slot.done:
+                    self._send_parts(connection, slot, actions)
+                else:
+                    self._complete(connection, slot, now_ms)
+                    touched[connection_id] = connection
+        for connection_id, connection in touched.items():
+            if connection_id in self._connections:
+                with self._confined(connection, actions):
+                    self._serve(connection, now_ms, actions)
+        return actions
 
-    def _resume(self, connection: _Connection, now_ms: int, actions: list[Action]) -> None:
+    @contextmanager
+    def _confined(self, connection: _Connection, actions: list[Action]) -> Iterator[None]:
+        """Whatever goes wrong while serving `connection` closes that connection and nothing else."""
         try:
-            self._serve(connection, now_ms, actions)
+            yield
         except GatewayError as exc:
             self._fail(connection, exc, actions)
+        except Exception as exc:  # a bug: logged with its traceback, confined to its connection
+            self.counters["crashes"] += 1
+            log.exception("serving connection %d from %s failed; closing it", connection.id, connection.client_host)
+            self._close_now(connection, f"gateway error: {exc!r}", actions)
 
-    def _flush(self, connection: _Connection, actions: list[Action]) -> None:
+    def _serve(self, connection: _Connection, now_ms: int, actions: list[Action]) -> None:
+        """Handles unread requests until the channel is muted, an answer that closes the connection is queued
+        or the in-flight limit is reached, sending what is ready, in order; then says whether to read more. A
+        connection that refused a bad request closes once nothing before it is left to answer."""
+        limit = self.limits.max_in_flight_requests
+        while True:
+            while (connection.muted_by is None and connection.unread and len(connection.slots) < limit
+                   and not connection.closing):
+                self._dispatch(connection, connection.unread.popleft(), now_ms, actions)
+            if (not self._flush(connection, actions) or connection.id not in self._connections
+                    or connection.muted_by is not None or not connection.unread):
+                break
+        if connection.id not in self._connections:
+            return
+        if connection.refused is not None and not connection.slots:
+            self._close_now(connection, f"{type(connection.refused).__name__}: {connection.refused}", actions)
+            return
+        paused = (connection.closing or connection.refused is not None or connection.muted_by is not None
+                  or bool(connection.unread) or len(connection.slots) >= limit)
+        if connection.paused and not paused:
+            actions.append(ResumeReading(connection.id))
+        connection.paused = paused
+
+    def _flush(self, connection: _Connection, actions: list[Action]) -> bool:
+        """Sends the responses that are ready and first in line, closing the connection after one that says so;
+        whether there were any."""
         if connection.failure is not None:
             raise connection.failure
         ready: list[bytes] = []
@@ -359,11 +455,24 @@ class Gateway:
         if last is not None and last.close_after:
             self.close(connection.id)
             actions.append(CloseClient(connection.id, "closed after its answer"))
+        return bool(ready)
 
     def _fail(self, connection: _Connection, error: GatewayError, actions: list[Action]) -> None:
+        """A bad request: read nothing more, answer what came before it, then close; anything else: close now."""
         self.counters[f"closed_{type(error).__name__}"] += 1
+        if isinstance(error, _REQUEST_ERRORS) and connection.failure is None:
+            connection.refused = error
+            connection.paused = True
+            connection.unread.clear()
+            self._flush(connection, actions)
+            if connection.slots or connection.id not in self._connections:
+                return
+        if connection.id in self._connections:
+            self._close_now(connection, f"{type(error).__name__}: {error}", actions)
+
+    def _close_now(self, connection: _Connection, reason: str, actions: list[Action]) -> None:
         self.close(connection.id)
-        actions.append(CloseClient(connection.id, f"{type(error).__name__}: {error}"))
+        actions.append(CloseClient(connection.id, reason))
 
     def _dispatch(self, connection: _Connection, payload: bytes, now_ms: int, actions: list[Action]) -> None:
         header = peek_header(payload)
@@ -399,7 +508,7 @@ class Gateway:
         correlation_id = request.header.correlation_id
         try:
             response = encode_response(body_to_message(response_class(request.api_key), version, body), correlation_id)
-        except (ValueError, TypeError, KeyError, struct.error) as exc:
+        except (ValueError, TypeError, KeyError, UnencodableAnswer) as exc:
             raise UnitFailed(f"a unit's {request.api_key.name} answer does not encode: {exc!r}") from None
         connection.slots.append(_Slot(correlation_id, response, close_after=answer.close_after))
         connection.closing = connection.closing or answer.close_after
@@ -474,7 +583,7 @@ class Gateway:
             try:
                 slot.response = encode_response(body_to_message(message_class, slot.version, body),
                                                 slot.correlation_id)
-            except (ValueError, TypeError, KeyError, struct.error) as exc:
+            except (ValueError, TypeError, KeyError, UnencodableAnswer) as exc:
                 raise UnitFailed(f"the rewritten {message_class.__name__} does not encode: {exc!r}") from None
         else:
             slot.response = bytes(current.kept)
@@ -484,60 +593,103 @@ class Gateway:
         self.counters["requests_coordinator"] += 1
         api_key, version, client_id = request.api_key, request.version, request.header.client_id
         parts = split_request(api_key, version, request.body())
+        piecewise = is_split_by_group(api_key, version) and not trail
         slot = _CoordinatorSlot(request.header.correlation_id, api_key=api_key, version=version, parts=parts,
-                                answers=[None] * len(parts), unanswered=len(parts), sent_ms=now_ms, trail=trail)
+                                trail=trail, piecewise=piecewise, client_id=client_id, received_ms=now_ms)
+        if piecewise:
+            slot.entries = [(0, b"")] * len(parts)
+        else:
+            slot.answers = [None] * len(parts)
         connection.slots.append(slot)
         if not parts:
             self._complete(connection, slot, now_ms)
             return
-        deadline = now_ms + self._bound_ms(api_key, version, parts[0])
-        for index, part in enumerate(parts):
-            envelope_id = self._envelope_id()
-            slot.envelope_ids.append(envelope_id)
-            self._awaiting[envelope_id] = (connection.id, slot, index)
-            heapq.heappush(self._deadlines, (deadline, envelope_id))
-            actions.append(ToCoordinator(request_envelope(
-                API_NAMES[api_key], part, version=version, correlation_id=envelope_id, client_id=client_id or "",
-                client_host="/" + connection.client_host, reply_to=self.reply_to, timestamp_ms=now_ms)))
+        self._deadline_sequence += 1
+        heapq.heappush(self._deadlines, (now_ms + self._bound_ms(api_key, version, parts[0]),
+                                         self._deadline_sequence, connection.id, slot))
+        self._send_parts(connection, slot, actions)
         connection.muted_by = slot
+
+    def _send_parts(self, connection: _Connection, slot: _CoordinatorSlot, actions: list[Action]) -> None:
+        """Sends the request's next parts, up to the window; each is stamped with the request's receipt time."""
+        while slot.sent < len(slot.parts) and len(slot.in_flight) < self.limits.max_envelopes_in_flight:
+            envelope_id = self._envelope_id()
+            slot.in_flight[envelope_id] = slot.sent
+            self._awaiting[envelope_id] = (connection.id, slot)
+            actions.append(ToCoordinator(request_envelope(
+                API_NAMES[slot.api_key], slot.parts[slot.sent], version=slot.version, correlation_id=envelope_id,
+                client_id=slot.client_id or "", client_host="/" + connection.client_host, reply_to=self.reply_to,
+                timestamp_ms=slot.received_ms)))
+            slot.sent += 1
 
     def _bound_ms(self, api_key: ApiKey, version: int, body: Mapping[str, Any]) -> int:
         """How long the coordinator may take: a JoinGroup is parked up to its rebalance timeout (v0: the
-        session timeout), every other request gets the fixed bound."""
+        session timeout) or the initial rebalance delay, whichever is longer, then answered within the grace;
+        every other request gets the fixed bound."""
         if api_key != ApiKey.JoinGroup:
             return self.limits.coordinator_timeout_ms
         waits = body.get("rebalance_timeout_ms") if version >= 1 else body.get("session_timeout_ms")
-        return max(int(waits), 0) + self.limits.join_grace_ms if isinstance(waits, int) else \
-            self.limits.coordinator_timeout_ms
+        if not isinstance(waits, int):
+            return self.limits.coordinator_timeout_ms
+        return max(waits, self.limits.initial_rebalance_delay_ms) + self.limits.join_grace_ms
 
     def _envelope_id(self) -> int:
         self._next_envelope_id = self._next_envelope_id % INT32_MAX + 1
         return self._next_envelope_id
 
+    def _record(self, slot: _CoordinatorSlot, index: int, answer: dict[str, Any] | None) -> None:
+        """Part `index`'s answer (None: given up); a request answered piecewise has it encoded at once."""
+        slot.answered += 1
+        if not slot.piecewise:
+            slot.answers[index] = answer
+            return
+        entries = group_entries(slot.api_key, slot.version, slot.parts[index], answer)
+        try:
+            slot.entries[index] = encode_items(response_class(slot.api_key), slot.version, "groups", entries)
+        except UnencodableAnswer as exc:
+            slot.unencodable = exc
+
     def _complete(self, connection: _Connection, slot: _CoordinatorSlot, now_ms: int) -> None:
         """Every part is answered (or timed out): the slot gets its response and the channel opens."""
         latencies = self.latencies_ms.setdefault(slot.api_key.name, deque(maxlen=LATENCY_SAMPLES))
-        latencies.append(max(0, now_ms - slot.sent_ms))
-        body = merge_answers(slot.api_key, slot.version, slot.parts, slot.answers)
+        latencies.append(max(0, now_ms - slot.received_ms))
+        body = {} if slot.piecewise else merge_answers(slot.api_key, slot.version, slot.parts, slot.answers)
         error_code = body.get("error_code")
         if isinstance(error_code, int) and error_code != 0:
             self.counters[f"{slot.api_key.name}_error_{error_code}"] += 1
         if self.on_answer is not None:
             self.on_answer(Answered(slot.api_key, slot.version, slot.parts, body))
+        if connection.muted_by is slot:
+            connection.muted_by = None
         try:
             body = Chain.response(slot.trail, body)
         except GatewayError as exc:
             connection.failure = exc
         try:
-            message = body_to_message(response_class(slot.api_key), slot.version, body)
-            slot.response = encode_response(message, slot.correlation_id)
-        except (ValueError, TypeError, KeyError) as exc:
-            # A coordinator answer that does not fit the wire struct: the client gets an error, not silence.
+            if slot.unencodable is not None:
+                raise slot.unencodable
+            slot.response = self._encode_piecewise(slot) if slot.piecewise else self._encode(slot, body)
+        except UnencodableAnswer as exc:
+            # As Kafka's broker answers a request whose handling failed: UNKNOWN_SERVER_ERROR, in the API's shape
+            # (built from the request's own fields, which fit since they were read).
             self.counters["unencodable_answers"] += 1
-            error = {"error_code": -1, "error_message": f"coordinator answer does not encode: {exc}"}
-            message = body_to_message(response_class(slot.api_key), slot.version,
-                                      merge_answers(slot.api_key, slot.version, slot.parts,
-                                                    [error] * len(slot.parts)))
-            slot.response = encode_response(message, slot.correlation_id)
-        if connection.muted_by is slot:
-            connection.muted_by = None
+            log.warning("the %s v%d answer on connection %d does not fit the wire (%s): answering "
+                        "UNKNOWN_SERVER_ERROR", slot.api_key.name, slot.version, connection.id, exc)
+            error = {"error_code": UNKNOWN_SERVER_ERROR}
+            slot.response = self._encode(slot, merge_answers(slot.api_key, slot.version, slot.parts,
+                                                             [error] * len(slot.parts)))
+
+    @staticmethod
+    def _encode(slot: _CoordinatorSlot, body: Mapping[str, Any]) -> bytes:
+        try:
+            message = body_to_message(response_class(slot.api_key), slot.version, body)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise UnencodableAnswer(f"{exc!r}") from None
+        return encode_response(message, slot.correlation_id)
+
+    @staticmethod
+    def _encode_piecewise(slot: _CoordinatorSlot) -> bytes:
+        """The response of a request split by group, around its groups' entries encoded as they came."""
+        return encode_response_around(response_class(slot.api_key), slot.version, {}, "groups",
+                                      sum(count for count, _ in slot.entries),
+                                      b"".join(items for _, items in slot.entries), slot.correlation_id)

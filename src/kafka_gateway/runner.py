@@ -25,6 +25,7 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
+from coordinator_state import DEFAULTS, EngineConfig
 from coordinator_state.envelope import INT32_MAX
 
 from .apis import request_class, response_class
@@ -334,6 +335,20 @@ class BackgroundGateway:
         self.stop()
 
 
+def coordinator_limits(engine: str, settings: Mapping[str, Any], **given: int) -> Limits:
+    """The gateway's bounds for the coordinator `engine` and `settings` describe (`given` ones win): a JoinGroup
+    may be parked as long as the coordinator's initial rebalance delay, and the job (`topics`) answers a timer
+    only once its watermark, trailing the latest request by the lateness, has passed it: up to the lateness, a
+    tick interval and a trigger interval more than the in-process engine (`local`)."""
+    derived = {"initial_rebalance_delay_ms": EngineConfig.from_mapping(settings).initial_rebalance_delay_ms}
+    if engine == "topics":
+        watermark_lag_ms = sum(int(settings.get(key, DEFAULTS[key]))
+                               for key in ("coordinator.lateness.ms", "coordinator.tick.interval.ms"))
+        derived["join_grace_ms"] = (Limits().join_grace_ms + watermark_lag_ms
+                                    + int(settings["coordinator.trigger.interval.ms"]))
+    return Limits(**{**derived, **given})
+
+
 def loopback_gateway(bootstrap_servers: str, engine: str, settings: Mapping[str, Any],
                      on_answer: AnswerObserver | None = None) -> BackgroundGateway:
     """A gateway (not started yet) on free loopback ports in front of `bootstrap_servers` (a port for each of
@@ -342,4 +357,4 @@ def loopback_gateway(bootstrap_servers: str, engine: str, settings: Mapping[str,
     `settings`) or "topics" (the job `settings` describe); `on_answer` watches what the gateway answers."""
     return BackgroundGateway(GatewayOptions(listen=("127.0.0.1", 0), upstream=host_ports(bootstrap_servers),
                                             engine=engine, settings=settings, status_interval_s=0,
-                                            on_answer=on_answer))
+                                            limits=coordinator_limits(engine, settings), on_answer=on_answer))

@@ -4,8 +4,9 @@ It only moves bytes and answers: a client's bytes go to `Gateway.receive`, the u
 `receive_upstream`, the coordinator's answers to `receive_answers`, and a timer calls `expire`; the
 actions that come back are carried out here. Each client connection has its own upstream connection,
 opened on its first proxied request to the upstream node its port stands for (the bootstrap port's: a
-bootstrap server), so the upstream answers it in order. Any failure while serving one
-connection closes that connection, with a log line, and nothing else.
+bootstrap server), so the upstream answers it in order. A connection's bytes are read only while the gateway
+is `reading` it (the socket's buffers then hold the rest, and TCP slows the client down). Any failure while
+serving one connection closes that connection, with a log line, and nothing else.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from .chain import Port
 from .coordinators import Coordinator
-from .gateway import Action, CloseClient, Gateway, ToClient, ToCoordinator, ToUpstream
+from .gateway import Action, CloseClient, Gateway, ResumeReading, ToClient, ToCoordinator, ToUpstream
 from .port_mapping import UpstreamDirectory
 from .security.sasl_client import UpstreamSecurity, open_upstream
 from .security.tls import certificate_principal
@@ -47,6 +48,7 @@ class _Session:
     upstream_writer: asyncio.StreamWriter | None = None
     upstream_pending: list[bytes] = field(default_factory=list)
     upstream_task: asyncio.Task[None] | None = None
+    resume: asyncio.Event = field(default_factory=asyncio.Event)  # set when the gateway reads it again
     closed: bool = False
 
 
@@ -120,6 +122,10 @@ class GatewayServer:
         self._sessions[session.id] = session
         try:
             while not session.closed:
+                if not self.gateway.reading(session.id):
+                    session.resume.clear()
+                    await session.resume.wait()
+                    continue
                 data = await asyncio.wait_for(reader.read(READ_BYTES), self.idle_timeout_s)
                 if not data:
                     break
@@ -140,6 +146,7 @@ class GatewayServer:
         if session.closed:
             return
         session.closed = True
+        session.resume.set()
         if reason is not None:
             log.warning("closing connection %d from %s: %s", session.id, session.peer, reason)
         self.gateway.close(session.id)
@@ -167,6 +174,10 @@ class GatewayServer:
                 session = self._sessions.get(action.connection)
                 if session is not None:
                     self._close(session, action.reason)
+            elif isinstance(action, ResumeReading):
+                session = self._sessions.get(action.connection)
+                if session is not None:
+                    session.resume.set()
 
     # ---- upstream connections --------------------------------------------------------------------------
 
@@ -218,7 +229,11 @@ class GatewayServer:
             self._timer_wakeup.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._timer_wakeup.wait(), min(wait_s, 1.0))
-            self._perform(self.gateway.expire(self.clock_ms()))
+            try:
+                self._perform(self.gateway.expire(self.clock_ms()))
+            except Exception:  # a bug: logged, and the timer goes on (no request may wait forever)
+                self.crashes += 1
+                log.exception("the gateway's timer failed; it goes on")
 
     async def _reload(self, security: Security) -> None:
         """Re-reads the users and ACL files when they change, off the event loop (a file read may block)."""
@@ -232,7 +247,10 @@ class GatewayServer:
     async def _status(self) -> None:
         while True:
             await asyncio.sleep(self.status_interval_s)
-            log.info("gateway: %s", self.status_line())
+            try:
+                log.info("gateway: %s", self.status_line())
+            except Exception:
+                log.exception("the status line failed; it goes on")
 
     def _spawn(self, coroutine: Any, name: str) -> asyncio.Task[Any]:
         task = asyncio.create_task(coroutine, name=name)

@@ -8,7 +8,7 @@ from kafka.protocol.api_key import ApiKey
 from chaos_harness.gateway_stack import JoinGenerations
 from kafka_gateway.errors import MalformedFrame
 from kafka_gateway.frames import FrameSplitter, frame
-from kafka_gateway.gateway import Limits
+from kafka_gateway.gateway import Limits, ResumeReading
 
 from .wire import (
     REPLY_TO,
@@ -29,6 +29,7 @@ JOIN_V7 = {"group_id": "orders", "session_timeout_ms": 10_000, "rebalance_timeou
            "group_instance_id": "i-1", "protocol_type": "consumer",
            "protocols": [{"name": "range", "metadata": "AAEC"}]}
 HEARTBEAT_V4 = {"group_id": "orders", "generation_id": 1, "member_id": "m-1", "group_instance_id": "i-1"}
+PRODUCE_ACKS_1 = {"transactional_id": None, "acks": 1, "timeout_ms": 100, "topic_data": []}
 
 
 def test_frames_split_across_reads_and_refuse_bad_sizes() -> None:
@@ -184,11 +185,13 @@ def test_an_unanswered_request_gets_coordinator_not_available_and_its_late_answe
 
 @pytest.mark.parametrize(("version", "body", "bound"), [
     (7, JOIN_V7, 30_000 + 2_000),
+    (7, {**JOIN_V7, "rebalance_timeout_ms": 500}, 3_000 + 2_000),  # the initial rebalance delay is longer
     (0, {"group_id": "g", "session_timeout_ms": 10_000, "member_id": "", "protocol_type": "consumer",
          "protocols": []}, 10_000 + 2_000),
 ])
-def test_a_join_waits_its_rebalance_timeout_plus_the_grace(version: int, body: dict[str, object], bound: int) -> None:
-    gateway = make_gateway(Limits(join_grace_ms=2_000))
+def test_a_join_waits_its_rebalance_timeout_or_the_initial_delay_plus_the_grace(
+        version: int, body: dict[str, object], bound: int) -> None:
+    gateway = make_gateway(Limits(join_grace_ms=2_000, initial_rebalance_delay_ms=3_000))
     conn = gateway.open("10.0.0.7")
     gateway.receive(conn, request(ApiKey.JoinGroup, version, 1, body), T0)
     assert gateway.next_deadline() == T0 + bound
@@ -211,6 +214,19 @@ def test_describe_groups_is_split_per_group_and_merged_in_request_order() -> Non
     assert body["groups"][0]["members"][0]["group_instance_id"] == "i"
     assert body["groups"][0]["authorized_operations"] == 328
     assert body["groups"][1]["authorized_operations"] == -2**31  # "not provided"
+
+
+def test_a_request_split_by_group_keeps_a_window_of_envelopes_with_the_coordinator() -> None:
+    gateway = make_gateway(Limits(max_envelopes_in_flight=2, coordinator_timeout_ms=1_000))
+    conn = gateway.open("10.0.0.7")
+    first = envelopes(gateway.receive(conn, request(ApiKey.DescribeGroups, 5, 8, {"groups": list("abcd")}), T0))
+    assert [e["body"]["groups"] for e in first] == [["a"], ["b"]]
+    actions = gateway.receive_answers([answer(first[1], {"groups": [{"group_id": "b", "error_code": 0}]})], T0 + 5)
+    [third] = envelopes(actions)
+    assert (third["body"]["groups"], third["timestamp_ms"]) == (["c"], T0)  # stamped with the request's receipt
+    [(_, body)] = decode_responses(to_client(gateway.expire(T0 + 1_000)), [(ApiKey.DescribeGroups, 5)])
+    assert [(g["group_id"], g["error_code"]) for g in body["groups"]] == [("a", 15), ("b", 0), ("c", 15), ("d", 15)]
+    assert gateway.counters["coordinator_timeouts"] == 3 and gateway.in_flight == 0
 
 
 def test_describe_groups_of_no_group_is_answered_without_the_coordinator() -> None:
@@ -304,13 +320,29 @@ def test_a_truncated_body_closes_the_connection() -> None:
     assert "JoinGroupRequest v7 does not decode" in closed.reason
 
 
-def test_too_many_requests_behind_a_muted_channel_close_the_connection() -> None:
-    gateway = make_gateway(Limits(max_queued_requests=3))
+def test_reading_stops_while_requests_wait_and_resumes_once_they_are_answered() -> None:
+    gateway = make_gateway()
     conn = gateway.open("10.0.0.7")
-    assert closes(gateway.receive(conn, request(ApiKey.JoinGroup, 7, 1, JOIN_V7), T0)) == []
-    heartbeats = b"".join(request(ApiKey.Heartbeat, 4, i, HEARTBEAT_V4) for i in range(2, 6))
-    [closed] = closes(gateway.receive(conn, heartbeats, T0))
-    assert "queued" in closed.reason
+    [join] = envelopes(gateway.receive(conn, request(ApiKey.JoinGroup, 7, 1, JOIN_V7)
+                                       + request(ApiKey.Heartbeat, 4, 2, HEARTBEAT_V4), T0))
+    assert not gateway.reading(conn)  # muted, and a heartbeat unread
+    actions = gateway.receive_answers([answer(join, {"error_code": 79, "member_id": "i-1-x"})], T0)
+    [heartbeat] = envelopes(actions)
+    assert not gateway.reading(conn) and not any(isinstance(a, ResumeReading) for a in actions)
+    actions = gateway.receive_answers([answer(heartbeat, {"error_code": 0})], T0)
+    assert ResumeReading(conn) in actions and gateway.reading(conn)
+
+
+def test_at_most_max_in_flight_requests_of_a_connection_are_read() -> None:
+    gateway = make_gateway(Limits(max_in_flight_requests=2))
+    conn = gateway.open("10.0.0.7")
+    produces = [request(ApiKey.Produce, 8, i, PRODUCE_ACKS_1) for i in (1, 2, 3)]
+    actions = gateway.receive(conn, b"".join(produces), T0)
+    assert to_upstream(actions) == produces[0] + produces[1] and not gateway.reading(conn)
+    actions = gateway.receive_upstream(conn, frame((1).to_bytes(4, "big") + b"produced"), T0)
+    assert to_upstream(actions) == produces[2] and not gateway.reading(conn)
+    actions = gateway.receive_upstream(conn, frame((2).to_bytes(4, "big") + b"produced"), T0)
+    assert ResumeReading(conn) in actions and gateway.reading(conn)
 
 
 def test_an_upstream_answer_out_of_order_closes_the_client_connection() -> None:
@@ -337,9 +369,6 @@ def test_answers_for_another_gateway_are_ignored() -> None:
     [env] = envelopes(gateway.receive(conn, request(ApiKey.Heartbeat, 4, 1, HEARTBEAT_V4), T0))
     assert gateway.receive_answers([answer(env, {"error_code": 0}, reply_to="someone-else")], T0) == []
     assert gateway.in_flight == 1
-
-
-PRODUCE_ACKS_1 = {"transactional_id": None, "acks": 1, "timeout_ms": 100, "topic_data": []}
 
 
 def test_an_upstream_answer_first_in_line_passes_through_as_it_arrives() -> None:

@@ -62,7 +62,7 @@ class Scene:
     def described(self) -> dict[str, Any] | None:
         server = self.gateway.server
         assert server is not None
-        return self.gateway.call(lambda: server.coordinator.engine.describe(self.group))  # type: ignore[attr-defined]
+        return server.coordinator.inspect(lambda engine: engine.describe(self.group)).result(10)  # type: ignore[attr-defined,no-any-return]
 
     def counters(self) -> Counter[str]:
         server = self.gateway.server
