@@ -23,14 +23,14 @@ from .errors import Error
 from .group_types import GROUP_TYPES, Group, GroupType, type_for_absent_group, type_of
 from .no_group_answers import error_response, names_no_partition, nothing_to_commit
 from .offsets import OffsetChange
-from .records import DescribeGroups, JoinGroup, OffsetCommit, OffsetFetch, Request, SyncGroup
+from .records import DeleteGroups, DescribeGroups, JoinGroup, OffsetCommit, OffsetFetch, Request, SyncGroup
 from .timers import TimerFailed
 
 log = logging.getLogger(__name__)
 
 # The APIs for which "" is a group id like any other: Kafka's GroupCoordinatorService refuses only a null
-# group id there, "for backwards compatibility" (docs/OFFSETS_AND_LISTING.md 12 row 4).
-_EMPTY_GROUP_ID_ALLOWED = (OffsetCommit, OffsetFetch, DescribeGroups)
+# group id there, "for backwards compatibility" (docs/OFFSETS_AND_LISTING.md 12 row 4; DeleteGroups likewise).
+_EMPTY_GROUP_ID_ALLOWED = (OffsetCommit, OffsetFetch, DescribeGroups, DeleteGroups)
 
 
 def _precheck(req: Request, config: EngineConfig) -> Error | None:

@@ -147,6 +147,23 @@ class DescribeGroups(NamedTuple):
     include_authorized_operations: bool
 
 
+class DeleteGroups(NamedTuple):
+    """DeleteGroups of its one group (PROTOCOL.md 11: one group per envelope, as DescribeGroups)."""
+
+    reply: Reply
+    timestamp_ms: int
+    group_id: str
+
+
+class OffsetDelete(NamedTuple):
+    """OffsetDelete (PROTOCOL.md 11): the committed offsets of these topics' partitions removed from the group."""
+
+    reply: Reply
+    timestamp_ms: int
+    group_id: str
+    topics: tuple[FetchTopic, ...]  # a topic and its partition indexes, named as OffsetFetch names them
+
+
 class ListGroups(NamedTuple):
     """ListGroups: belongs to no group, so it is not a `Request` routed by group id."""
 
@@ -156,5 +173,6 @@ class ListGroups(NamedTuple):
     types_filter: tuple[str, ...]
 
 
-Request = JoinGroup | SyncGroup | Heartbeat | LeaveGroup | OffsetCommit | OffsetFetch | DescribeGroups
+Request = (JoinGroup | SyncGroup | Heartbeat | LeaveGroup | OffsetCommit | OffsetFetch | DescribeGroups | DeleteGroups
+           | OffsetDelete)
 Parsed = Request | ListGroups | Tick | Invalid
