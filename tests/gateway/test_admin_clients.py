@@ -26,16 +26,7 @@ from kafka.structs import OffsetAndMetadata
 
 from coordinator_job.broker import create_topics
 from kafka_gateway.runner import BackgroundGateway, GatewayOptions, ListenerOptions, host_port
-from kafka_gateway.security.acl import (
-    AccessControlEntry,
-    AclBinding,
-    Operation,
-    PatternType,
-    Permission,
-    ResourcePattern,
-    ResourceType,
-    write_acls,
-)
+from kafka_gateway.security import acl
 from kafka_gateway.security.settings import AccessSettings, listener_security
 from kafka_gateway.security.units import Security
 
@@ -43,11 +34,19 @@ pytestmark = pytest.mark.kafka
 ENGINE = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 1_000}
 
 
+def running_gateway(kafka_bootstrap: str, security: Security | None = None) -> BackgroundGateway:
+    """A gateway with the in-process engine in front of the broker; with `security`, a PLAINTEXT listener whose
+    chain authorizes every request by its ACL file."""
+    listeners = [] if security is None else [
+        ListenerOptions(("127.0.0.1", 0), "PLAINTEXT", units=security.units(listener_security("PLAINTEXT", {}.get)))]
+    return BackgroundGateway(GatewayOptions(listen=("127.0.0.1", 0), upstream=host_port(kafka_bootstrap),
+                                            engine="local", settings=ENGINE, status_interval_s=0, security=security,
+                                            listeners=listeners))
+
+
 @pytest.fixture(scope="module")
 def gateway(kafka_bootstrap: str) -> Iterator[BackgroundGateway]:
-    options = GatewayOptions(listen=("127.0.0.1", 0), upstream=host_port(kafka_bootstrap), engine="local",
-                             settings=ENGINE, status_interval_s=0)
-    with BackgroundGateway(options) as running:
+    with running_gateway(kafka_bootstrap) as running:
         yield running
 
 
@@ -120,17 +119,11 @@ def test_delete_is_refused_without_delete_on_the_group(kafka_bootstrap: str, top
     GROUP_AUTHORIZATION_FAILED, and the group stays; the operations DescribeGroups reports are the client's."""
     group = f"acl-group-{uuid.uuid4().hex[:8]}"
     acl_file = tmp_path / "acls.jsonl"
-    write_acls(acl_file, [
-        AclBinding(ResourcePattern(resource_type, name, PatternType.LITERAL),
-                   AccessControlEntry("User:ANONYMOUS", "*", Operation.READ, Permission.ALLOW))
-        for resource_type, name in ((ResourceType.GROUP, group), (ResourceType.TOPIC, topic))])
-    security = Security.load(AccessSettings(None, acl_file, frozenset()))
-    listener = listener_security("PLAINTEXT", {}.get)
-    options = GatewayOptions(listen=("127.0.0.1", 0), upstream=host_port(kafka_bootstrap), engine="local",
-                             settings=ENGINE, status_interval_s=0, security=security,
-                             listeners=[ListenerOptions(("127.0.0.1", 0), "PLAINTEXT",
-                                                        units=security.units(listener))])
-    with BackgroundGateway(options) as running:
+    acl.write_acls(acl_file, [
+        acl.AclBinding(acl.ResourcePattern(resource_type, name, acl.PatternType.LITERAL),
+                       acl.AccessControlEntry("User:ANONYMOUS", "*", acl.Operation.READ, acl.Permission.ALLOW))
+        for resource_type, name in ((acl.ResourceType.GROUP, group), (acl.ResourceType.TOPIC, topic))])
+    with running_gateway(kafka_bootstrap, Security.load(AccessSettings(None, acl_file, frozenset()))) as running:
         admin = KafkaAdminClient(bootstrap_servers=running.address, request_timeout_ms=15_000)
         try:
             p0 = TopicPartition(topic, 0)
