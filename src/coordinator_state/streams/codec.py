@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..config import EngineConfig
+from ..records import Endpoint, TaskOffset
 from ..timers import Timers
 from .group import StreamsGroup
 from .member import StreamsMember
 from .parsing import parse_topology
 from .reconciliation import MemberState
-from .records import Endpoint, TaskOffset
 from .tasks import AssignedTasks, TaskId, TaskSets
 from .topics import configure_topics
 from .views import topology_to_json

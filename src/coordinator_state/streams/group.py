@@ -23,11 +23,11 @@ from typing import Any
 from ..config import EngineConfig
 from ..envelope import Response
 from ..journal import MISSING, Journal
+from ..records import Topology
 from ..timers import HEARTBEAT_TIMER, JOIN_TIMER, RETENTION_TIMER, SYNC_TIMER, Timers
 from .assignor import AssignorMember, SubtopologyTasks, assign
 from .member import StreamsMember
 from .reconciliation import CurrentOwners, MemberState
-from .records import Topology
 from .tasks import EMPTY_TASKS, TaskSets
 from .topics import ConfiguredTopology
 

@@ -12,11 +12,10 @@ from typing import Any
 
 from ..config import EngineConfig
 from ..envelope import Response, response_envelope
-from ..records import Reply
+from ..records import Reply, StreamsGroupDescribe, StreamsGroupHeartbeat
 from .codec import decode_streams_group, encode_streams_group
 from .group import StreamsGroup
 from .heartbeat import streams_heartbeat
-from .records import StreamsGroupDescribe, StreamsGroupHeartbeat
 from .views import describe_entry, not_found_entry, snapshot
 
 __all__ = ["APIS", "NAME", "absent_group", "create", "deadline_lower_bound", "decode", "describe_response", "encode",
