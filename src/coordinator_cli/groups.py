@@ -78,12 +78,10 @@ class MemberRow:
 
 
 @dataclass(slots=True)
-class GroupView:
-    """What `--describe` shows of one group: its DescribeGroups entry, its offsets and log end offsets."""
+class DescribedView:
+    """A group's describe entry (DescribeGroups, or StreamsGroupDescribe), whose id and state every view shows."""
 
     described: dict[str, Any]
-    committed: dict[tuple[str, int], int] = field(default_factory=dict)
-    log_end: dict[tuple[str, int], int] = field(default_factory=dict)
 
     @property
     def group(self) -> str:
@@ -92,6 +90,14 @@ class GroupView:
     @property
     def state(self) -> str:
         return str(self.described["group_state"])
+
+
+@dataclass(slots=True)
+class GroupView(DescribedView):
+    """What `--describe` shows of one group: its DescribeGroups entry, its offsets and log end offsets."""
+
+    committed: dict[tuple[str, int], int] = field(default_factory=dict)
+    log_end: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def members(self) -> list[MemberRow]:
         return [MemberRow(self.group, m["member_id"], m.get("group_instance_id"), m["client_host"], m["client_id"],
@@ -118,19 +124,9 @@ class GroupView:
                          client)
 
 
-@dataclass(frozen=True, slots=True)
-class StreamsView:
+@dataclass(slots=True)
+class StreamsView(DescribedView):
     """What `--describe` shows of a streams group: its StreamsGroupDescribe entry (PROTOCOL.md section 10)."""
-
-    described: dict[str, Any]
-
-    @property
-    def group(self) -> str:
-        return str(self.described["group_id"])
-
-    @property
-    def state(self) -> str:
-        return str(self.described["group_state"])
 
     @property
     def topology_epoch(self) -> int | None:

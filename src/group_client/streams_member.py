@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from coordinator_state.envelope import API, BODY, INT32_MAX, TOPIC_METADATA, Api, request_envelope, response_key
+from coordinator_state.envelope import INT32_MAX, TOPIC_METADATA, Api, request_envelope
 
-from .member import MemberStats
+from .member import MemberStats, take_answer
 
 API_VERSION = 0  # StreamsGroupHeartbeat v0, the version this coordinator speaks (PROTOCOL.md section 10)
 JOIN_EPOCH = 0
@@ -146,6 +146,7 @@ Listener = Callable[[Tasks], None]
 class _InFlight:
     deadline_ms: int
     member_epoch: int
+    api: str = Api.STREAMS_GROUP_HEARTBEAT
 
 
 class StreamsMember:
@@ -227,15 +228,10 @@ class StreamsMember:
 
     def on_response(self, envelope: Mapping[str, Any]) -> None:
         """Takes one response envelope; anything not answering a request in flight is dropped."""
-        key = response_key(envelope)
-        entry = self._in_flight.get(key[1]) if key is not None and key[0] == self.reply_to else None
-        if key is None or entry is None or envelope.get(API) != Api.STREAMS_GROUP_HEARTBEAT:
-            self.stats.dropped += 1
+        answer = take_answer(envelope, self.reply_to, self._in_flight, self.stats)
+        if answer is None:
             return
-        del self._in_flight[key[1]]
-        body = envelope.get(BODY) or {}
-        error = str(body.get("error", "UNKNOWN_SERVER_ERROR"))
-        self.stats.errors[error] = self.stats.errors.get(error, 0) + 1
+        entry, body, error = answer
         if entry.member_epoch < 0:
             self.leave_result = error
         elif self.state in (StreamsMemberState.CLOSED, StreamsMemberState.FAILED):
