@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from chaos_harness import SimBackend, normalize_config, run_chaos
 from chaos_harness.run import new_chaos_run
 from coordinator_cli.chaos import add_chaos_arguments, chaos_main
+from coordinator_cli.main import main
 
 MEMBERS = 10
 
@@ -145,3 +146,8 @@ def test_random_streams_groups_keep_the_invariants(members: int, membership: str
         assert not [e for e in report["events"] if e["kind"] == "moved" and instance in e["moved_from"]
                     and closed_at <= e["at_ms"] <= started_at], instance
     assert report["final"]["consistent"], report["final"]
+
+
+def test_real_consumer_processes_are_refused_for_a_streams_group(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["chaos", "--group-type", "streams", "--clients", "kafka-python"]) == 2
+    assert "without --clients" in capsys.readouterr().err
