@@ -343,10 +343,11 @@ class StreamsMember:
         body: dict[str, Any] = {"member_epoch": self.member_epoch,
                                 "endpoint_information_epoch": self.endpoint_information_epoch,
                                 "instance_id": c.instance_id}
+        if self._full:  # Kafka resends it after a failure (its sent fields are reset)
+            body["rebalance_timeout_ms"] = c.rebalance_timeout_ms
         if self.state is StreamsMemberState.JOINING:
             self._joined = True
-            body.update(rack_id=c.rack_id, rebalance_timeout_ms=c.rebalance_timeout_ms, topology=c.topology(),
-                        process_id=c.process_id, client_tags=[],
+            body.update(rack_id=c.rack_id, topology=c.topology(), process_id=c.process_id, client_tags=[],
                         user_endpoint=None if c.user_endpoint is None else {"host": c.user_endpoint[0],
                                                                             "port": c.user_endpoint[1]})
         if self._full or self.owned != self._reported:
