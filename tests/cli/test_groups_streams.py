@@ -8,6 +8,7 @@ back by `coordinator groups`. The running-job source asks the job StreamsGroupDe
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from coordinator_cli.main import main
 from coordinator_state import LocalCoordinator, to_json
 from coordinator_state.envelope import SIMULATION_EPOCH_MS as T
-from group_client import StreamsMember, StreamsMemberConfig, Subtopology
+from group_client import StreamsMember, StreamsMemberConfig, StreamsMemberState, Subtopology
 
 SETTINGS = {"group.streams.initial.rebalance.delay.ms": 0, "group.streams.num.standby.replicas": 1}
 TOPOLOGY = (Subtopology("0", ("events",), ("app-store-changelog",)),)
@@ -111,3 +112,51 @@ def test_the_offsets_view_is_refused_with_the_views_that_work(snapshots: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     status, _, err = groups(snapshots, capsys, "--describe", "--group", "app", "--offsets")
     assert status == 2 and "--members or --state" in err
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_the_running_job_describes_a_streams_group(spark: Any, kafka_bootstrap: str, unique_topic: Any,
+                                                   tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A Streams instance joins the job over its Kafka topics; the CLI asks the job StreamsGroupDescribe."""
+    from coordinator_job.live_job import ensure_topics, start_query
+    from coordinator_job.settings import load_settings
+    from group_client.kafka_transport import KafkaTransport
+    from group_client.realtime import run_member
+
+    keys = [f"coordinator.{name}.topic" for name in ("requests", "responses", "snapshots", "dead.letters", "offsets")]
+    topics = {key: unique_topic(key.split(".")[1]) for key in keys}
+    settings = load_settings(overrides=[f"bootstrap.servers={kafka_bootstrap}",
+                                        *(f"{k}={v}" for k, v in SETTINGS.items()),
+                                        *(f"{k}={v}" for k, v in topics.items())])
+    ensure_topics(settings)
+    query = start_query(spark, settings, tmp_path / "checkpoint")
+    # A join retried after a timeout would meet its own instance (UNRELEASED_INSTANCE_ID, fatal as in Kafka):
+    # the first answer waits for the query's start, which a loaded machine makes longer than Kafka's 30 s.
+    member = StreamsMember(StreamsMemberConfig("app", "client-a", "p-a", TOPOLOGY,
+                                               {"events": 6, "app-store-changelog": 6}, instance_id="i-a",
+                                               request_timeout_ms=180000),
+                           "member-a", "client-a-reply")
+    transport = KafkaTransport(kafka_bootstrap, request_topic=topics["coordinator.requests.topic"],
+                               response_topic=topics["coordinator.responses.topic"])
+    deadline = time.monotonic() + 240
+    try:
+        owned: list[int] = []
+
+        def settled() -> bool:  # every task acknowledged (then the member leaves with -2, keeping them)
+            owned.append(len(member.owned.active) if member.state is StreamsMemberState.STABLE else 0)
+            return owned[-1] == 6 or time.monotonic() > deadline
+
+        run_member(member, transport, should_stop=settled)
+        assert owned[-1] == 6, member.stats.errors
+        status = main(["groups", "--describe", "--group", "app", "--json", "--bootstrap-servers", kafka_bootstrap,
+                       *(arg for k, v in topics.items() for arg in ("--set", f"{k}={v}"))])
+        described = json.loads(capsys.readouterr().out)
+        assert status == 0 and described["type"] == "streams"
+        [row] = described["members"]
+        assert (row["member_id"], row["instance_id"], row["process_id"]) == ("member-a", "i-a", "p-a")
+        assert row["member_epoch"] in (-2, described["target_assignment_epoch"])  # its -2 leave may be in already
+        assert sorted(tuple(t) for t in row["active_tasks"]) == [("0", p) for p in range(6)]
+    finally:
+        transport.close()
+        query.stop()
