@@ -8,11 +8,16 @@ GROUP-INSTANCE-ID HOST CLIENT-ID #PARTITIONS, ASSIGNMENT with `--verbose`) or th
 batch); `--delete` deletes an Empty group with its offsets (DeleteGroups) and `--delete-offsets --topic T[:P,...]`
 some of its offsets (OffsetDelete), printing what kafka-consumer-groups.sh prints. A value that is not known is
 printed `-`, as Kafka does; `--json` prints the same data as JSON.
+A streams group (KIP-1071) is described as `kafka-streams-groups.sh` does (StreamsGroupCommand): the members
+view (the default; GROUP MEMBER PROCESS CLIENT-ID ASSIGNMENTS, with `--verbose` the epochs and target
+assignments too) and the state view (`--state`: GROUP COORDINATOR (ID) STATE #MEMBERS, with `--verbose` the
+group and target assignment epochs). Kafka's members view has no instance id column; an INSTANCE-ID column
+follows MEMBER when a member is static, as GROUP-INSTANCE-ID does in the consumer groups' view.
 
 Where the answers come from:
-- a running job (the default): DescribeGroups, OffsetFetch, LeaveGroup, DeleteGroups and OffsetDelete go to the
-  request topic and are answered on the response topic; the list comes from the compacted snapshot topic (no single
-  group's step can answer ListGroups); LOG-END-OFFSET and LAG from the broker;
+- a running job (the default): StreamsGroupDescribe, DescribeGroups, OffsetFetch, LeaveGroup, DeleteGroups and
+  OffsetDelete go to the request topic and are answered on the response topic; the list comes from the compacted
+  snapshot topic (no single group's step can answer ListGroups); LOG-END-OFFSET and LAG from the broker;
 - a replay's output (`--snapshots FILE [--offsets-file FILE]`): the same engine functions over the final
   snapshots and offsets (no log end offsets there, so LOG-END-OFFSET and LAG are `-`).
 """
@@ -77,12 +82,10 @@ class MemberRow:
 
 
 @dataclass(slots=True)
-class GroupView:
-    """What `--describe` shows of one group: its DescribeGroups entry, its offsets and log end offsets."""
+class DescribedView:
+    """A group's describe entry (DescribeGroups, or StreamsGroupDescribe), whose id and state every view shows."""
 
     described: dict[str, Any]
-    committed: dict[tuple[str, int], int] = field(default_factory=dict)
-    log_end: dict[tuple[str, int], int] = field(default_factory=dict)
 
     @property
     def group(self) -> str:
@@ -91,6 +94,14 @@ class GroupView:
     @property
     def state(self) -> str:
         return str(self.described["group_state"])
+
+
+@dataclass(slots=True)
+class GroupView(DescribedView):
+    """What `--describe` shows of one group: its DescribeGroups entry, its offsets and log end offsets."""
+
+    committed: dict[tuple[str, int], int] = field(default_factory=dict)
+    log_end: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def members(self) -> list[MemberRow]:
         return [MemberRow(self.group, m["member_id"], m.get("group_instance_id"), m["client_host"], m["client_id"],
@@ -117,6 +128,41 @@ class GroupView:
                          client)
 
 
+@dataclass(slots=True)
+class StreamsView(DescribedView):
+    """What `--describe` shows of a streams group: its StreamsGroupDescribe entry (PROTOCOL.md section 10)."""
+
+    @property
+    def topology_epoch(self) -> int | None:
+        topology = self.described["topology"]
+        return None if topology is None else int(topology["epoch"])
+
+
+def _tasks(assignment: Mapping[str, Any], role: str) -> list[tuple[str, int]]:
+    return [(t["subtopology_id"], p) for t in assignment[f"{role}_tasks"] for p in t["partitions"]]
+
+
+def _task_list(assignment: Mapping[str, Any], prefix: str) -> str:
+    """Kafka's ASSIGNMENTS text of one assignment: `ACTIVE: 0:[0,1]; STANDBY: 1:[2]; ` (empty roles left out)."""
+    text = ""
+    for role in ("active", "standby", "warmup"):
+        if assignment[f"{role}_tasks"]:
+            text += f"{prefix}{role.upper()}: " + "".join(
+                f"{t['subtopology_id']}:[{','.join(map(str, t['partitions']))}]; " for t in assignment[f"{role}_tasks"])
+    return text
+
+
+def _streams_entry(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """A streams group's snapshot as the StreamsGroupDescribe entry fields the views read."""
+    return {"group_id": snapshot["group_id"], "group_state": snapshot["state"],
+            "group_epoch": snapshot["group_epoch"], "assignment_epoch": snapshot["assignment_epoch"],
+            "topology": snapshot["topology"],
+            "members": [{**{key: m[key] for key in ("member_id", "member_epoch", "instance_id", "process_id",
+                                                    "client_id", "client_host", "topology_epoch")},
+                         "assignment": m["assigned_tasks"], "target_assignment": m["target_assignment"],
+                         "is_classic": False} for m in snapshot["members"]]}
+
+
 def _partitions(assignment_base64: str) -> tuple[tuple[str, int], ...]:
     """A member's partitions from its consumer-protocol assignment; none if it is not one (another protocol)."""
     try:
@@ -138,6 +184,9 @@ class Source(Protocol):
 
     def describe(self, group: str) -> GroupView:
         """The group's DescribeGroups v5 entry, its committed offsets and (if known) log end offsets."""
+
+    def describe_streams(self, group: str) -> StreamsView | None:
+        """The group's StreamsGroupDescribe v0 entry, or None if it is not a streams group."""
 
     def remove_members(self, group: str, instance_ids: Sequence[str]) -> dict[str, Any]:
         """Sends a LeaveGroup v5 batch removing those static members; returns its response body."""
@@ -169,6 +218,12 @@ class ReplayFiles:
 
     def describe(self, group: str) -> GroupView:
         return GroupView(described_group(group, self.snapshots.get(group), 5, False), self.offsets.get(group, {}))
+
+    def describe_streams(self, group: str) -> StreamsView | None:
+        snapshot = self.snapshots.get(group)
+        if snapshot is None or snapshot.get("group_type") != "streams":
+            return None
+        return StreamsView(_streams_entry(snapshot))
 
     def remove_members(self, group: str, instance_ids: Sequence[str]) -> dict[str, Any]:
         raise UsageError("--remove-members needs a running job, not a replay's output")
@@ -274,6 +329,11 @@ class RunningJob(Administration):
             raise UsageError(f"topic {topic!r} does not exist on {self.bootstrap}; name its partitions as "
                              f"--topic {topic}:0,1 to delete offsets of a topic that is gone")
         return sorted(partitions)
+
+    def describe_streams(self, group: str) -> StreamsView | None:
+        body = self.ask(Api.STREAMS_GROUP_DESCRIBE, 0, {"group_ids": [group], "include_authorized_operations": False})
+        entry = body["groups"][0]
+        return None if entry["error"] == "GROUP_ID_NOT_FOUND" else StreamsView(entry)
 
     def _read_compacted(self, topic: str) -> dict[str, dict[str, Any]]:
         """The latest value of every key of a compacted topic (a tombstone removes the key)."""
@@ -388,6 +448,78 @@ def view_json(view: GroupView) -> dict[str, Any]:
     }
 
 
+def streams_members_table(view: StreamsView, verbose: bool) -> str:
+    """StreamsGroupCommand.printMembers, with INSTANCE-ID after MEMBER when a member is static."""
+    members = view.described["members"]
+    static = any(m["instance_id"] for m in members)
+    instance = ["INSTANCE-ID"] if static else []
+    if verbose:
+        header = ["GROUP", "TARGET-ASSIGNMENT-EPOCH", "TOPOLOGY-EPOCH", "MEMBER", *instance, "MEMBER-PROTOCOL",
+                  "MEMBER-EPOCH", "PROCESS", "CLIENT-ID", "ASSIGNMENTS"]
+        minimum = [15, 25, 15, 15, *([15] if static else []), 15, 15, 15, 15, 0]
+    else:
+        header = ["GROUP", "MEMBER", *instance, "PROCESS", "CLIENT-ID", "ASSIGNMENTS"]
+        minimum = [15, 15, *([15] if static else []), 15, 15, 0]
+    rows = []
+    for m in members:
+        ids = [m["member_id"], *([m["instance_id"] or MISSING] if static else [])]
+        assignments = _task_list(m["assignment"], "")
+        if verbose:
+            assignments += _task_list(m["target_assignment"], "TARGET-")
+            rows.append([view.group, view.described["assignment_epoch"], view.topology_epoch, *ids,
+                         "classic" if m["is_classic"] else "streams", m["member_epoch"], m["process_id"],
+                         m["client_id"], assignments.rstrip()])
+        else:
+            rows.append([view.group, *ids, m["process_id"], m["client_id"], assignments.rstrip()])
+    return _table(header, rows, minimum)
+
+
+def streams_state_table(view: StreamsView, coordinator: str, verbose: bool) -> str:
+    """StreamsGroupCommand.printStates."""
+    described = view.described
+    epochs = ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"] if verbose else []
+    values = [described["group_epoch"], described["assignment_epoch"]] if verbose else []
+    return _table(["GROUP", "COORDINATOR (ID)", "STATE", *epochs, "#MEMBERS"],
+                  [[view.group, coordinator, view.state, *values, len(described["members"])]],
+                  [15, 25, 25, *([15, 25] if verbose else []), 0])
+
+
+def streams_view_json(view: StreamsView) -> dict[str, Any]:
+    def tasks(assignment: Mapping[str, Any]) -> dict[str, list[list[Any]]]:
+        return {f"{role}_tasks": [list(t) for t in _tasks(assignment, role)]
+                for role in ("active", "standby", "warmup")}
+
+    described = view.described
+    return {
+        "group": view.group, "type": "streams", "state": view.state, "group_epoch": described["group_epoch"],
+        "target_assignment_epoch": described["assignment_epoch"], "topology_epoch": view.topology_epoch,
+        "members": [{"member_id": m["member_id"], "instance_id": m["instance_id"], "member_epoch": m["member_epoch"],
+                     "process_id": m["process_id"], "client_id": m["client_id"], "host": m["client_host"],
+                     **tasks(m["assignment"]), "target": tasks(m["target_assignment"])}
+                    for m in described["members"]],
+    }
+
+
+def describe_streams(args: argparse.Namespace, view: StreamsView, coordinator: str) -> int:
+    """`--describe` of a streams group: the members view (the default) or the state view."""
+    out = sys.stdout
+    if args.offsets:
+        raise UsageError(f"'{view.group}' is a streams group: describe it with --members or --state "
+                         "(its offsets view is kafka-streams-groups.sh's, not supported here)")
+    if args.json:
+        print(json.dumps(streams_view_json(view)), file=out)
+        return EXIT_OK
+    if view.state == "Empty":
+        print(f"\nStreams group '{view.group}' has no active members.", file=sys.stderr)
+    sections = []
+    if args.state is not None:
+        sections.append(streams_state_table(view, coordinator, args.verbose))
+    if (args.members or args.state is None) and view.described["members"]:
+        sections.append(streams_members_table(view, args.verbose))
+    print("\n\n".join(sections), file=out)
+    return EXIT_OK
+
+
 def _state_notice(view: GroupView) -> str | None:
     """Kafka's notices on stderr before a describe (ConsumerGroupCommand.shouldPrintMemberState)."""
     if view.state == "Dead":
@@ -499,7 +631,9 @@ def add_groups_arguments(parser: argparse.ArgumentParser) -> None:
                         help="--delete-offsets: a topic (every partition) or some of its partitions; repeatable")
     parser.add_argument("--offsets", action="store_true", help="--describe: the offsets view (the default)")
     parser.add_argument("--members", action="store_true", help="--describe: the members view")
-    parser.add_argument("--verbose", action="store_true", help="--members: also each member's partitions")
+    parser.add_argument("--verbose", action="store_true",
+                        help="--members: also each member's partitions (a streams group: epochs and target tasks); "
+                             "--state of a streams group: also its epochs")
     parser.add_argument("--state", nargs="?", const="", default=None, metavar="S1,S2",
                         help="--describe: the state view; --list: a STATE column, only groups in these states "
                              "if given")
@@ -562,6 +696,9 @@ def run_groups(args: argparse.Namespace, source: Source) -> int:
                 print(f"  {result['group_instance_id']}: {result['error']}", file=out)
         failed = body["error"] != "NONE" or any(r["error"] != "NONE" for r in results)
         return EXIT_FAILED if failed else EXIT_OK
+    streams = source.describe_streams(args.group)
+    if streams is not None:
+        return describe_streams(args, streams, source.description)
     view = source.describe(args.group)
     if args.json:
         print(json.dumps(view_json(view)), file=out)

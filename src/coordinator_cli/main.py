@@ -367,8 +367,9 @@ def build_parser() -> argparse.ArgumentParser:
     soak.set_defaults(handler=cmd_soak)
 
     chaos = commands.add_parser("chaos", help="bounce, crash and restart simulated clients; report rebalances",
-                                description="Runs a group of simulated consumers through a chaos scenario and "
-                                            "reports rebalances, assignment changes and unanswered requests.")
+                                description="Runs a group of simulated consumers (or, with --group-type streams, "
+                                            "Kafka Streams instances) through a chaos scenario and reports "
+                                            "rebalances, assignment changes and unanswered requests.")
     add_chaos_arguments(chaos)
     import chaos_harness.real_chaos
     import kafka_gateway.cli
