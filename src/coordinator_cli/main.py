@@ -71,6 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from chaos_harness.real_consumer import missing_library
     from chaos_harness.real_demo import RealConsumerDemo
     from coordinator_job.live_job import LiveJob, checkpoint_dir
+    from coordinator_job.metrics import LISTEN_KEY, MetricsEndpoint, metrics_address
     from coordinator_job.spark_session import build_session
 
     problems = check_prerequisites()
@@ -80,6 +81,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("cannot run:\n  " + "\n  ".join(problems), file=sys.stderr)
         return EXIT_FAILED
     settings = _load(args)
+    if args.metrics_listen is not None:
+        settings[LISTEN_KEY] = args.metrics_listen
+    try:
+        metrics_listen = metrics_address(settings[LISTEN_KEY]) if settings[LISTEN_KEY] else None
+    except ValueError as exc:
+        print(f"cannot run: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     with _broker(args, settings):
         checkpoint = checkpoint_dir(settings, args.checkpoint)
         print(f"checkpoint: {checkpoint}", file=sys.stderr)
@@ -90,6 +98,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGINT, lambda *_: stop.update(requested=True))
         signal.signal(signal.SIGTERM, lambda *_: stop.update(requested=True))
         job = LiveJob(spark, settings, checkpoint)
+        metrics = None if metrics_listen is None else MetricsEndpoint(job.metrics.registry, metrics_listen)
+        if metrics is not None:
+            print(f"the job's metrics: {metrics.url}", file=sys.stderr)
         job.start()
         demo: Demo | RealConsumerDemo | None = None
         status = StatusLine()
@@ -117,6 +128,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 demo.stop()
             job.close(drain=True)
             spark.stop()
+            if metrics is not None:
+                metrics.close()
         summary = {**job.status.summary(), "checkpoint": str(checkpoint)}
         if demo is not None:
             summary["demo"] = demo.summary()
@@ -280,6 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "through `coordinator gateway`")
     run.add_argument("--checkpoint", metavar="DIR", help="checkpoint directory (default: checkpoints/<query name>)")
     run.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
+    run.add_argument("--metrics-listen", metavar="HOST:PORT",
+                     help="serve the job's Prometheus metrics at http://HOST:PORT/metrics (port 0: any free port; "
+                          "default: the coordinator.metrics.listen key, empty: none)")
     _settings_arguments(run)
     run.set_defaults(handler=cmd_run)
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
+from coordinator_job.metrics import MetricsEndpoint
 from coordinator_state import DEFAULTS, EngineConfig
 from coordinator_state.envelope import INT32_MAX
 
@@ -35,6 +36,7 @@ from .coordinators import Coordinator, LocalEngine, TopicEngine
 from .frames import FrameSplitter
 from .gateway import AnswerObserver, Gateway, Limits
 from .listeners import parse_host_port
+from .metrics import GatewayMetrics
 from .port_mapping import PortMapping, PortScheme, UpstreamDirectory
 from .security.sasl_client import UpstreamSecurity, open_upstream
 from .security.units import Security
@@ -90,6 +92,7 @@ class GatewayOptions:
     listeners: Sequence[ListenerOptions] = ()
     upstream_security: UpstreamSecurity = field(default_factory=UpstreamSecurity)
     security: Security | None = None  # the users and ACL files, re-read while the gateway runs
+    metrics_listen: tuple[str, int] | None = None  # where Prometheus scrapes (coordinator.metrics.listen); None: not
 
     @property
     def bootstrap_servers(self) -> list[tuple[str, int]]:
@@ -240,14 +243,23 @@ async def serve(options: GatewayOptions, stop: asyncio.Event,
         for sock, _, _ in ports:
             sock.close()
         raise
-    gateway = Gateway(ports[0][1], upstream.versions, reply_to, options.limits, options.on_answer)
+    metrics = GatewayMetrics()
+    for where in listening:
+        metrics.listener(where.name)
+    gateway = Gateway(ports[0][1], upstream.versions, reply_to, options.limits, options.on_answer,
+                      metrics.response_sent)
     server = GatewayServer(gateway, _coordinator(options, reply_to), directory,
                            status_interval_s=options.status_interval_s, upstream_security=options.upstream_security,
-                           security=options.security)
+                           security=options.security, metrics=metrics)
     servers = [await asyncio.start_server(functools.partial(server.client_connected, port=port), sock=sock,
                                           ssl=tls)
                for sock, port, tls in ports]
+    endpoint = None
     try:
+        if options.metrics_listen is not None:
+            endpoint = MetricsEndpoint(metrics.registry, options.metrics_listen)
+            server.metrics_url = endpoint.url
+            log.info("gateway metrics on %s", endpoint.url)
         await server.start(servers)
         for where in listening:
             log.info("gateway listener %s on %s (nodes %d..%d advertised at %s ports %d..%d) for upstream %s, "
@@ -258,6 +270,8 @@ async def serve(options: GatewayOptions, stop: asyncio.Event,
             on_ready(server, listening)
         await stop.wait()
     finally:
+        if endpoint is not None:
+            endpoint.close()
         await server.stop()
         for listening_server in servers:
             listening_server.close()
