@@ -104,6 +104,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         job.start()
         demo: Demo | RealConsumerDemo | None = None
         status = StatusLine()
+        announced = False  # the demo gateway's metrics address
         deadline = None if args.duration <= 0 else time.monotonic() + args.duration
         try:
             while not stop["requested"] and (deadline is None or time.monotonic() < deadline):
@@ -116,9 +117,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                     # Members started before the job answers would see their first rebalance completed
                     # in the past (event time) and could lose their session before their first heartbeat.
                     if args.demo_clients == "real":
-                        demo = RealConsumerDemo(settings, members=args.demo_members).start()
+                        demo = RealConsumerDemo(settings, members=args.demo_members,
+                                                metrics=metrics is not None).start()
                     else:
                         demo = Demo(settings, members=args.demo_members).start()
+                if isinstance(demo, RealConsumerDemo) and not announced and demo.metrics_url is not None:
+                    status.end()
+                    print(f"the demo gateway's metrics: {demo.metrics_url}", file=sys.stderr)
+                    announced = True
                 extra = f"  |  {demo.status()}" if demo is not None else ""
                 status.show(job.status_line() + extra)
                 time.sleep(1)

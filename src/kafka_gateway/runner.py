@@ -364,11 +364,13 @@ def coordinator_limits(engine: str, settings: Mapping[str, Any], **given: int) -
 
 
 def loopback_gateway(bootstrap_servers: str, engine: str, settings: Mapping[str, Any],
-                     on_answer: AnswerObserver | None = None) -> BackgroundGateway:
+                     on_answer: AnswerObserver | None = None, metrics: bool = False) -> BackgroundGateway:
     """A gateway (not started yet) on free loopback ports in front of `bootstrap_servers` (a port for each of
     its node ids), without status lines: what tests, demos, chaos runs and benches put between their
     consumer processes and a coordinator. `engine` is "local" (an in-process engine configured by
-    `settings`) or "topics" (the job `settings` describe); `on_answer` watches what the gateway answers."""
+    `settings`) or "topics" (the job `settings` describe); `on_answer` watches what the gateway answers; with
+    `metrics`, its metrics are served on a free loopback port too (`server.metrics_url`)."""
     return BackgroundGateway(GatewayOptions(listen=("127.0.0.1", 0), upstream=host_ports(bootstrap_servers),
                                             engine=engine, settings=settings, status_interval_s=0,
-                                            limits=coordinator_limits(engine, settings), on_answer=on_answer))
+                                            limits=coordinator_limits(engine, settings), on_answer=on_answer,
+                                            metrics_listen=("127.0.0.1", 0) if metrics else None))

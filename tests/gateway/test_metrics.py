@@ -4,16 +4,15 @@ forms through it (the in-process engine, the embedded broker)."""
 from __future__ import annotations
 
 import time
-import urllib.request
 from collections.abc import Callable
 
 import pytest
 from kafka import KafkaConsumer
-from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator_job.broker import create_topics
 from kafka_gateway.gateway import answer_error_code
 from kafka_gateway.runner import BackgroundGateway, GatewayOptions, coordinator_limits, host_ports
+from tests.scrape import scrape, total
 
 pytestmark = pytest.mark.kafka
 
@@ -33,26 +32,6 @@ GATEWAY_SERIES = {
     "coordinator_groups": "gauge",
     "coordinator_rebalances": "counter",
 }
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def scrape(url: str) -> tuple[dict[str, str], Samples]:
-    """The families (name -> type) and samples ((name, labels) -> value) of one scrape."""
-    with urllib.request.urlopen(url, timeout=10) as answer:
-        text = answer.read().decode()
-    families, samples = {}, {}
-    for family in text_string_to_metric_families(text):
-        families[family.name] = family.type
-        for sample in family.samples:
-            samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
-    return families, samples
-
-
-def total(samples: Samples, name: str, **labels: str) -> float:
-    """The sum of `name`'s samples whose labels include `labels`."""
-    wanted = set(labels.items())
-    return sum(value for (sample, sample_labels), value in samples.items() if sample == name and wanted <= sample_labels)
-
 
 def test_answer_error_codes_are_the_top_level_code_else_the_first_item_code() -> None:
     assert answer_error_code({"error_code": 27, "members": [{"error_code": 25}]}) == "27"
