@@ -17,14 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from kafka import KafkaProducer
+from kafka.errors import KafkaError
 from pyspark import Accumulator, AccumulatorParam
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from coordinator_state import tick_envelope, to_json
 
-from .broker import create_topics
-from .metrics import ChangedGroups, JobMetrics
+from .broker import create_topics, read_compacted
+from .metrics import ChangedGroups, JobMetrics, census_entry
 from .settings import ROOT
 
 log = logging.getLogger(__name__)
@@ -217,8 +218,7 @@ class LiveJob:
         self.status = LiveStatus(job_metrics=self.metrics)
         self.starts = 0
         self._late_requests = spark.sparkContext.accumulator(0)
-        # Groups seen by this driver (a group untouched since a restart from the checkpoint is counted once it
-        # changes again).
+        # The latest state of every group changed since this driver started.
         self._changed_groups = spark.sparkContext.accumulator({}, LatestPerGroup())
         self._queries: list[StreamingQuery] = []
         self._ticks: TickWriter | None = None
@@ -231,10 +231,24 @@ class LiveJob:
         """Starts the tick writer and the query on the checkpoint."""
         if self.starts == 0:
             ensure_topics(self.settings)
+            self._count_groups_so_far()
         self._ticks = TickWriter(self.settings).start()
         self._queries.append(start_query(self.spark, self.settings, self.checkpoint,
                                          late_requests=self._late_requests, changed_groups=self._changed_groups))
         self.starts += 1
+
+    def _count_groups_so_far(self) -> None:
+        """The groups as the snapshot topic holds them when the job starts (a checkpoint's groups are counted
+        before they change again); without it, only groups changed since are."""
+        topic = str(self.settings["coordinator.snapshots.topic"])
+        try:
+            snapshots = read_compacted(str(self.settings["bootstrap.servers"]), topic, "coordinator-metrics")
+        except (KafkaError, TimeoutError, ValueError) as exc:
+            log.warning("the metrics count only the groups that change from now on: reading %s failed (%r)",
+                        topic, exc)
+            return
+        self.metrics.census.update({group_id: census_entry(snapshot) for group_id, snapshot in snapshots.items()},
+                                   count=False)
 
     def stop(self, *, drain: bool = False) -> None:
         """Stops the tick writer, then the query (with `drain`, after it has processed what it can read)."""
@@ -281,8 +295,8 @@ class LiveJob:
                 self.status.update(query)
             self.status.late_requests = int(self._late_requests.value)
             self.metrics.late_requests(self.status.late_requests)
-            latest = dict(self._changed_groups.value)  # copied at once: task results are merged on another thread
-            self.metrics.census.replace({group_id: entry for group_id, entry in latest.items() if entry is not None})
+            # Copied at once: task results are merged on another thread. Entries seen before change nothing.
+            self.metrics.census.update(dict(self._changed_groups.value))
 
     def status_line(self) -> str:
         """Batches, records, requests, dead letters, late requests, ticks, batch time, watermark."""

@@ -46,15 +46,17 @@ class GroupCensus:
         self._lock = threading.Lock()
         self.rebalances = 0
 
-    def update(self, changed: ChangedGroups) -> None:
-        """Groups that changed: their (state, generation), None for a removed group."""
+    def update(self, changed: ChangedGroups, count: bool = True) -> None:
+        """Groups that changed: their (state, generation), None for a removed group; without `count`, their
+        generations so far are not counted as rebalances (groups as they were when the counting began)."""
         with self._lock:
             for group_id, now in changed.items():
                 before = self._groups.pop(group_id, None)
                 if now is None:
                     continue
                 self._groups[group_id] = now
-                self.rebalances += max(0, now[1] - (before[1] if before is not None else 0))
+                if count:
+                    self.rebalances += max(0, now[1] - (before[1] if before is not None else 0))
 
     def replace(self, groups: Mapping[str, tuple[str, int]]) -> None:
         """Every group there is now (those absent are gone)."""
