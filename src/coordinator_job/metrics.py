@@ -30,7 +30,7 @@ ChangedGroups = dict[str, tuple[str, int] | None]
 CLASSIC_STATES = tuple(state.value for state in ClassicGroupState)
 
 
-def group_generation(snapshot: Mapping[str, Any]) -> int:
+def epoch_of(snapshot: Mapping[str, Any]) -> int:
     """The generation a snapshot names: a classic group's `generation_id`, a streams group's `group_epoch`."""
     value = snapshot.get("generation_id", snapshot.get("group_epoch", 0))
     return value if isinstance(value, int) else 0
@@ -77,7 +77,7 @@ class GroupCensus:
 
 def census_entry(snapshot: Mapping[str, Any] | None) -> tuple[str, int] | None:
     """A snapshot (None: a tombstone) as the census keeps it."""
-    return None if snapshot is None else (str(snapshot.get("state")), group_generation(snapshot))
+    return None if snapshot is None else (str(snapshot.get("state")), epoch_of(snapshot))
 
 
 class _Collected(Collector):
