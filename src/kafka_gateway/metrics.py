@@ -10,7 +10,9 @@ folded by `GroupCensus`). A scrape runs on the HTTP server's thread: it copies w
 from __future__ import annotations
 
 import logging
+import ssl
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
@@ -58,6 +60,7 @@ class GatewayMetrics:
                                                 "Open connections to upstream brokers", ("node_id",),
                                                 registry=self.registry)
         self.census = GroupCensus()
+        self.tls_failures: Counter[str] = Counter()  # failed TLS handshakes per listener
         self._collected = _Collected(self)
         self.registry.register(self._collected)
 
@@ -68,6 +71,23 @@ class GatewayMetrics:
     def listener(self, name: str) -> None:
         """A listener exists (its series show 0 before its first connection)."""
         self.connections.labels(name)
+
+    def count_tls_failures(self, listener: str, context: ssl.SSLContext) -> None:
+        """Failed TLS handshakes on `listener`'s connections (whose TLS is `context`) count as authentication
+        failures of mechanism `TLS`: asyncio's server reports them to no one, so the context's TLS objects do."""
+        failures = self.tls_failures
+
+        class CountedHandshake(ssl.SSLObject):
+            def do_handshake(self) -> None:
+                try:
+                    super().do_handshake()
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                    raise  # more bytes to come: the handshake goes on
+                except ssl.SSLError:
+                    failures[listener] += 1
+                    raise
+
+        context.sslobject_class = CountedHandshake
 
     def response_sent(self, listener: str, api: str, error_code: str, received_ms: int) -> None:
         """A response left for a client (`Gateway`'s hook); its request's frame was read at `received_ms`."""
@@ -102,8 +122,9 @@ class _Collected(Collector):
 
     def _security(self) -> Iterator[CounterMetricFamily]:
         security = self.security
-        successes = dict(security.authentication_successes) if security is not None else {}
-        failures = dict(security.authentication_failures) if security is not None else {}
+        successes = Counter(dict(security.authentication_successes)) if security is not None else Counter()
+        failures = Counter(dict(security.authentication_failures)) if security is not None else Counter()
+        failures.update({(listener, "TLS"): count for listener, count in dict(self.metrics.tls_failures).items()})
         denials = dict(security.authorization_denials) if security is not None else {}
         for kind, counts in (("successes", successes), ("failures", failures)):
             family = CounterMetricFamily(f"coordinator_gateway_authentication_{kind}",

@@ -246,6 +246,9 @@ async def serve(options: GatewayOptions, stop: asyncio.Event,
     metrics = GatewayMetrics()
     for where in listening:
         metrics.listener(where.name)
+    for listener in options.all_listeners():
+        if listener.tls is not None:
+            metrics.count_tls_failures(listener.name, listener.tls)
     gateway = Gateway(ports[0][1], upstream.versions, reply_to, options.limits, options.on_answer,
                       metrics.response_sent)
     server = GatewayServer(gateway, _coordinator(options, reply_to), directory,
