@@ -71,8 +71,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from chaos_harness.real_consumer import missing_library
     from chaos_harness.real_demo import RealConsumerDemo
     from coordinator_job.live_job import LiveJob, checkpoint_dir
-    from coordinator_job.metrics import LISTEN_KEY, MetricsEndpoint, metrics_address
     from coordinator_job.spark_session import build_session
+    from coordinator_metrics import LISTEN_KEY, MetricsEndpoint, metrics_address
 
     problems = check_prerequisites()
     if args.demo and args.demo_clients == "real" and (missing := missing_library("confluent")):

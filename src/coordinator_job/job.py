@@ -42,6 +42,7 @@ from pyspark.sql.streaming.stateful_processor import (
     TimerValues,
 )
 
+from coordinator_metrics import ChangedGroups, census_entry
 from coordinator_state import (
     EngineConfig,
     Invalid,
@@ -55,7 +56,6 @@ from coordinator_state import (
 )
 from coordinator_state.envelope import REPLY_TO
 
-from .metrics import ChangedGroups, census_entry
 from .settings import TRANSFORM_WITH_STATE, engine_config, stateful_operator
 
 # One row per pack: a group's requests from one Arrow batch of one source partition (in log order), the

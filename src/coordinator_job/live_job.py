@@ -22,10 +22,11 @@ from pyspark import Accumulator, AccumulatorParam
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from coordinator_metrics import ChangedGroups, census_entry
 from coordinator_state import tick_envelope, to_json
 
 from .broker import create_topics, read_compacted
-from .metrics import ChangedGroups, JobMetrics, census_entry
+from .metrics import JobMetrics
 from .settings import ROOT
 
 log = logging.getLogger(__name__)

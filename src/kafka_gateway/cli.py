@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from coordinator_job.metrics import LISTEN_KEY as METRICS_KEY
-from coordinator_job.metrics import metrics_address
+from coordinator_metrics import LISTEN_KEY as METRICS_KEY
+from coordinator_metrics import metrics_address
 
 from . import listeners as listener_keys
 from .gateway import Limits

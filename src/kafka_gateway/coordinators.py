@@ -31,7 +31,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError
 from kafka.partitioner.default import murmur2
 
-from coordinator_job.metrics import census_entry
+from coordinator_metrics import census_entry
 from coordinator_state import Invalid, ListGroups, LocalCoordinator, invalid_response, parse_request, to_json
 from coordinator_state.envelope import API, Api, answer_list_groups, response_partition, routing_group_id
 from coordinator_state.group_types import snapshot_of

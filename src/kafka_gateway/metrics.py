@@ -22,7 +22,7 @@ from prometheus_client import Gauge as GaugeMetric
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-from coordinator_job.metrics import BUCKETS, GroupCensus
+from coordinator_metrics import BUCKETS, GroupCensus
 
 from .security.units import Security
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from coordinator_job.metrics import MetricsEndpoint
+from coordinator_metrics import MetricsEndpoint
 from coordinator_state import DEFAULTS, EngineConfig
 from coordinator_state.envelope import INT32_MAX
 

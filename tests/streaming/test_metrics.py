@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from coordinator_job.metrics import GroupCensus, JobMetrics, census_entry, input_lag
+from coordinator_job.metrics import JobMetrics, input_lag
+from coordinator_metrics import GroupCensus, census_entry
 from tests.scrape import Samples, total
 
 
