@@ -10,6 +10,7 @@ import pytest
 from kafka import KafkaConsumer
 
 from coordinator_job.broker import create_topics
+from kafka_gateway.coordinators import TopicEngine
 from kafka_gateway.gateway import answer_error_code
 from kafka_gateway.runner import BackgroundGateway, GatewayOptions, coordinator_limits, host_ports
 from tests.scrape import scrape, total
@@ -75,3 +76,11 @@ def test_a_scrape_shows_every_series_and_the_traffic_of_a_forming_group(
     assert total(during, "coordinator_gateway_upstream_connections") >= 1
     assert total(during, "coordinator_groups", state="Stable") == 1
     assert total(during, "coordinator_rebalances_total") >= 1
+
+
+def test_the_topic_engine_knows_the_groups_from_the_snapshot_topic() -> None:
+    engine = TopicEngine("127.0.0.1:1", {}, "gateway-test")  # not started: fed as its snapshot reader feeds it
+    engine._apply_snapshots({"a": {"state": "Stable", "generation_id": 3}, "b": {"state": "Empty", "generation_id": 1},
+                             "s": {"state": "Reconciling", "group_epoch": 5, "group_type": "streams"}})
+    engine._apply_snapshots({"b": None})  # a tombstone
+    assert engine.group_states() == {"a": ("Stable", 3), "s": ("Reconciling", 5)}
