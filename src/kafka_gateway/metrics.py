@@ -61,6 +61,8 @@ class GatewayMetrics:
                                                 registry=self.registry)
         self.census = GroupCensus()
         self.tls_failures: Counter[str] = Counter()  # failed TLS handshakes per listener
+        # Each label set's series, looked up once (prometheus_client's `labels` costs more than the update).
+        self._series: dict[tuple[str, str, str], tuple[Any, Any]] = {}
         self._collected = _Collected(self)
         self.registry.register(self._collected)
 
@@ -91,8 +93,12 @@ class GatewayMetrics:
 
     def response_sent(self, listener: str, api: str, error_code: str, received_ms: int) -> None:
         """A response left for a client (`Gateway`'s hook); its request's frame was read at `received_ms`."""
-        self.requests.labels(listener, api, error_code).inc()
-        self.request_duration.labels(listener, api).observe(max(0.0, time.time() - received_ms / 1000))
+        key = (listener, api, error_code)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = (self.requests.labels(*key), self.request_duration.labels(listener, api))
+        series[0].inc()
+        series[1].observe(max(0.0, time.time() - received_ms / 1000))
 
 
 class _Collected(Collector):
