@@ -6,7 +6,8 @@ time passed) and carries out the actions it gets back: bytes to a client, bytes 
 connection that belongs to a client connection, an envelope to the coordinator, a connection to close.
 
 Per client connection, as a Kafka broker does:
-- frames are size-checked as they arrive, then decoded one at a time: header, then body;
+- frames are size-checked as they arrive, then decoded one at a time: header, then body (a large body on a
+  worker thread of the shell's, `Decode`, while the connection waits);
 - each request goes through the connection's chain of units (`chain.py`: port mapping, and what a
   listener adds, such as authentication); what passes them is routed: a group API to the coordinator,
   any other to the upstream node of the connection's port;
@@ -32,6 +33,8 @@ group's answer encoded as it comes unless a unit rewrites the answer, so neither
 step of the event loop grows with the request, and what it holds is about the size of its answer on the wire.
 A request not answered within its bound is answered COORDINATOR_NOT_AVAILABLE (for every group not answered
 yet), and an answer that comes after that, or after its connection closed, is dropped and counted.
+Every response is reported to `on_response` as it leaves (the metrics): its API, its answer's error code and
+when its request's frame was read.
 """
 
 from __future__ import annotations
@@ -195,8 +198,8 @@ class Limits:
     coordinator_timeout_ms: int = 25_000
     join_grace_ms: int = 2_000
     initial_rebalance_delay_ms: int = 3_000  # the coordinator's group.initial.rebalance.delay.ms
-    # A request frame this large is decoded off the event loop (a 1 MiB one takes a good part of a second to
-    # decode when it holds many small fields: coordinator_lab.gateway_bench's decode figures).
+    # A request frame this large is decoded off the event loop: kafka.protocol reads a frame of many small fields
+    # at 1-2 MB/s, so a 1 MiB one holds the loop for a good part of a second (coordinator_lab.large_frame).
     decode_off_loop_bytes: int = 1 << 20
 
     def __post_init__(self) -> None:
