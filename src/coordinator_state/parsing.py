@@ -36,6 +36,7 @@ from .envelope import (
     SUPPORTED_VERSIONS,
     TICK,
     TIMESTAMP_MS,
+    TOPIC_METADATA,
     VERSION,
     Api,
     answer_list_groups,
@@ -77,6 +78,7 @@ from .records import (
     Tick,
     new_record,
 )
+from .streams.parsing import parse_streams_describe, parse_streams_heartbeat
 
 
 def _body_string(body: dict[str, Any], key: str) -> str:
@@ -209,8 +211,10 @@ def _parse_envelope(obj: dict[str, Any], record_ts: int | None, max_skew: int | 
     body = obj.get(BODY)
     if type(body) is not dict:
         body = _object(_required(obj, BODY, "envelope"), "body")
-    parsed: Request | ListGroups = _PARSERS[api](new_record(Reply, (api, version, correlation_id, client_id, reply_to)),
-                                                 timestamp, client_host, body)
+    reply = new_record(Reply, (api, version, correlation_id, client_id, reply_to))
+    if api == Api.STREAMS_GROUP_HEARTBEAT:  # the one body that reads an envelope field: its topic metadata
+        return parse_streams_heartbeat(reply, timestamp, client_host, body, obj.get(TOPIC_METADATA))
+    parsed: Request | ListGroups = _PARSERS[api](reply, timestamp, client_host, body)
     return parsed
 
 
@@ -466,4 +470,5 @@ _PARSERS: dict[str, Any] = {
     Api.OFFSET_FETCH: _parse_offset_fetch,
     Api.DESCRIBE_GROUPS: _parse_describe,
     Api.LIST_GROUPS: _parse_list,
+    Api.STREAMS_GROUP_DESCRIBE: parse_streams_describe,
 }

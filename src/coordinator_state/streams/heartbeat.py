@@ -16,12 +16,12 @@ from typing import Any
 
 from ..config import EngineConfig
 from ..errors import Error
+from ..records import StreamsGroupHeartbeat, TaskIds, Topology
 from .answers import endpoint_entry, heartbeat_body, leave_body
 from .group import INITIAL_TIMER, REBALANCE_TIMER, SESSION_TIMER, StreamsGroup
 from .member import StreamsMember, epoch_relevant_change, new_member, updated_member
 from .reconciliation import MemberState, reconcile
-from .records import StreamsGroupHeartbeat, TaskIds, Topology
-from .tasks import NO_ASSIGNED_TASKS, TaskId
+from .tasks import NO_ASSIGNED_TASKS, TaskId, owned_tasks
 from .topics import ConfiguredTopology, Status, TopologyRefused, configure_topics
 
 __all__ = ["HeartbeatOutcome", "request_check", "streams_heartbeat"]
@@ -344,7 +344,8 @@ class _Heartbeat:
         if member.state is MemberState.STABLE and member.member_epoch == target_epoch:
             return member
         result = reconcile(member.reconciliation(), member.process_id, target_epoch, group.target(member.member_id),
-                           group.owners(), self.req.owned())
+                           group.owners(), owned_tasks(self.req.active_tasks, self.req.standby_tasks,
+                                                       self.req.warmup_tasks))
         reconciled = member.reconciled(result)
         if reconciled != member:
             if reconciled.state is MemberState.UNREVOKED_TASKS:

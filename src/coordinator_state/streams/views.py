@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import Error
+from ..records import Endpoint, Subtopology, TaskOffset, TopicInfo, Topology
 from .answers import AUTHORIZED_OPERATIONS_OMITTED
 from .group import StreamsGroup
 from .member import StreamsMember
-from .records import Endpoint, Subtopology, TaskOffset, TopicInfo, Topology
 from .tasks import active_epochs_to_wire, task_sets_to_wire
 from .topics import ConfiguredInternalTopic
 

@@ -14,12 +14,11 @@ from hypothesis import strategies as st
 
 from coordinator_state.config import EngineConfig
 from coordinator_state.output import from_json, to_json
-from coordinator_state.records import Reply
+from coordinator_state.records import Reply, StreamsGroupHeartbeat, Subtopology, TopicInfo, Topology
 from coordinator_state.streams import heartbeat
 from coordinator_state.streams.codec import decode_streams_group, encode_streams_group
 from coordinator_state.streams.group import StreamsGroup
 from coordinator_state.streams.heartbeat import streams_heartbeat
-from coordinator_state.streams.records import StreamsGroupHeartbeat, Subtopology, TopicInfo, Topology
 from coordinator_state.streams.tasks import TaskId, tasks_to_wire
 from coordinator_state.streams.views import snapshot
 

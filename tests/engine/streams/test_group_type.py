@@ -9,11 +9,10 @@ import pytest
 
 from coordinator_state.config import EngineConfig
 from coordinator_state.output import to_json
-from coordinator_state.records import Reply
+from coordinator_state.records import Reply, StreamsGroupHeartbeat, Subtopology, TopicInfo, Topology
 from coordinator_state.streams import group_type
 from coordinator_state.streams.group import SESSION_TIMER, StreamsGroup
 from coordinator_state.streams.heartbeat import HeartbeatOutcome, streams_heartbeat
-from coordinator_state.streams.records import StreamsGroupHeartbeat, Subtopology, TopicInfo, Topology
 
 CONFIG = EngineConfig.from_mapping({"group.streams.initial.rebalance.delay.ms": 0,
                                     "group.streams.assignment.interval.ms": 0,
