@@ -3,11 +3,13 @@ report (PROTOCOL.md section 11)."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from coordinator_cli.main import main
 from coordinator_job.metrics import JobMetrics, input_lag
 from coordinator_metrics import GroupCensus, census_entry
 from tests.scrape import Samples, total
@@ -84,3 +86,8 @@ def test_a_progress_report_moves_the_job_series() -> None:
     assert total(samples, "coordinator_job_input_lag_records", topic="coordinator.requests") == 1
     assert total(samples, "coordinator_job_batch_duration_seconds_count") == 2
     assert total(samples, "coordinator_job_batch_duration_seconds_bucket", le="0.25") == 2
+
+
+def test_coordinator_run_refuses_a_metrics_address_that_is_not_host_port(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--embedded", "--set", "coordinator.metrics.listen=9464"]) == 2  # before any broker starts
+    assert "coordinator.metrics.listen: expected HOST:PORT, got '9464'" in capsys.readouterr().err
