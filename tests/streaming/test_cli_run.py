@@ -97,6 +97,8 @@ def test_run_on_the_embedded_broker_with_the_demo_clients_and_its_metrics_until_
     assert total(samples, "coordinator_job_batches_total") >= 1
     assert total(samples, "coordinator_job_batch_duration_seconds_count") >= 1
     assert total(samples, "coordinator_job_input_rows_total") > 0
+    # A micro-batch runs only when there is something to read (the ticks at least): the last one read rows.
+    assert total(samples, "coordinator_job_processed_rows_per_second") > 0
     assert ("coordinator_job_input_lag_records", frozenset({("topic", "coordinator.requests")})) in samples
     assert total(samples, "coordinator_job_dead_letters_total") == 0
     assert total(samples, "coordinator_groups") >= 1
