@@ -337,33 +337,9 @@ class RunningJob(Administration):
 
     def _read_compacted(self, topic: str) -> dict[str, dict[str, Any]]:
         """The latest value of every key of a compacted topic (a tombstone removes the key)."""
-        from kafka import KafkaConsumer, TopicPartition
+        from coordinator_job.broker import read_compacted
 
-        from coordinator_job.broker import log_end_offsets
-
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id=CLI_CLIENT_ID,
-                                 enable_auto_commit=False, group_id=None)
-        try:
-            ends = log_end_offsets(consumer, topic)
-            latest: dict[str, dict[str, Any]] = {}
-            for partition, end in ends.items():
-                tp = TopicPartition(topic, int(partition))
-                consumer.assign([tp])
-                consumer.seek(tp, 0)
-                deadline = time.monotonic() + self.timeout_ms / 1000
-                while consumer.position(tp) < end:
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"reading {topic} took longer than {self.timeout_ms} ms")
-                    for batch in consumer.poll(timeout_ms=500).values():
-                        for record in batch:
-                            key = record.key.decode("utf-8") if record.key is not None else ""
-                            if record.value is None:
-                                latest.pop(key, None)
-                            else:
-                                latest[key] = json.loads(record.value)
-            return latest
-        finally:
-            consumer.close()
+        return read_compacted(self.bootstrap, topic, CLI_CLIENT_ID, self.timeout_ms / 1000)
 
     def _log_end_offsets(self, topics: Iterable[str]) -> dict[tuple[str, int], int]:
         from kafka import KafkaConsumer

@@ -42,6 +42,7 @@ from pyspark.sql.streaming.stateful_processor import (
     TimerValues,
 )
 
+from coordinator_metrics import ChangedGroups, census_entry
 from coordinator_state import (
     EngineConfig,
     Invalid,
@@ -174,10 +175,12 @@ class CoordinatorStep:
     output rows, the state to store and the watermark to wake the group at out. The operators' adapters only
     move these in and out."""
 
-    def __init__(self, settings: Mapping[str, Any], live: bool, late_requests: Accumulator[int] | None = None) -> None:
+    def __init__(self, settings: Mapping[str, Any], live: bool, late_requests: Accumulator[int] | None = None,
+                 changed_groups: Accumulator[ChangedGroups] | None = None) -> None:
         self.config = EngineConfig.from_mapping(engine_config(settings))
         self.skew = int(settings["coordinator.max.clock.skew.ms"]) if live else None
         self.late_requests = late_requests
+        self.changed_groups = changed_groups
         self.responses_topic = str(settings["coordinator.responses.topic"])
         self.snapshots_topic = str(settings["coordinator.snapshots.topic"])
         self.dead_letters_topic = str(settings["coordinator.dead.letters.topic"])
@@ -209,8 +212,11 @@ class CoordinatorStep:
             out.append((self.offsets_topic, change.key, None if record is None else to_json(record)))
         if outcome.snapshot is not None:
             out.append((self.snapshots_topic, group_id, to_json(outcome.snapshot)))
-        if outcome.state is None and outcome.tombstone:
+        removed = outcome.state is None and outcome.tombstone
+        if removed:
             out.append((self.snapshots_topic, group_id, None))
+        if self.changed_groups is not None and (removed or outcome.snapshot is not None):
+            self.changed_groups.add({group_id: census_entry(outcome.snapshot)})
         wake = None
         if outcome.state is not None and outcome.next_deadline is not None:
             wake = wake_at(outcome.next_deadline, watermark_ms)
@@ -221,11 +227,11 @@ def _frame(rows: list[OutputRow]) -> pd.DataFrame:
     return pd.DataFrame({"topic": [o[0] for o in rows], "key": [o[1] for o in rows], "value": [o[2] for o in rows]})
 
 
-def make_group_step(settings: Mapping[str, Any], live: bool,
-                    late_requests: Accumulator[int] | None = None) -> Callable[..., Iterator[pd.DataFrame]]:
+def make_group_step(settings: Mapping[str, Any], live: bool, late_requests: Accumulator[int] | None = None,
+                    changed_groups: Accumulator[ChangedGroups] | None = None) -> Callable[..., Iterator[pd.DataFrame]]:
     """The `applyInPandasWithState` adapter of `CoordinatorStep`; `late_requests` counts requests older than
-    the watermark."""
-    core = CoordinatorStep(settings, live, late_requests)
+    the watermark, `changed_groups` collects the groups' latest states."""
+    core = CoordinatorStep(settings, live, late_requests, changed_groups)
 
     def step(key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: SparkGroupState) -> Iterator[pd.DataFrame]:
         invalid, group_id = bool(key[0]), str(key[1])
@@ -270,15 +276,17 @@ class CoordinatorProcessor(StatefulProcessor):
     is due by the watermark itself, so a wake-up earlier than the next deadline changes nothing.
     """
 
-    def __init__(self, settings: Mapping[str, Any], live: bool, late_requests: Accumulator[int] | None = None) -> None:
+    def __init__(self, settings: Mapping[str, Any], live: bool, late_requests: Accumulator[int] | None = None,
+                 changed_groups: Accumulator[ChangedGroups] | None = None) -> None:
         self.settings = dict(settings)
         self.live = live
         self.late_requests = late_requests
+        self.changed_groups = changed_groups
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
         self.state = handle.getValueState("group", TWS_STATE_SCHEMA)
-        self.core = CoordinatorStep(self.settings, self.live, self.late_requests)
+        self.core = CoordinatorStep(self.settings, self.live, self.late_requests, self.changed_groups)
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Row]:
         # Rows unpack by position, in OPERATOR_COLUMNS' order: a Row's lookup by name scans its field names.
@@ -352,26 +360,28 @@ def _records_where(condition: Column) -> Column:
     return F.sum(F.when(condition, F.col("count")).otherwise(0))
 
 
-def coordinator_operator(settings: Mapping[str, Any], live: bool,
-                         late_requests: Accumulator[int] | None = None) -> StatefulOperator:
+def coordinator_operator(settings: Mapping[str, Any], live: bool, late_requests: Accumulator[int] | None = None,
+                         changed_groups: Accumulator[ChangedGroups] | None = None) -> StatefulOperator:
     """Step 3: the configured stateful operator running `CoordinatorStep` on every group's packs."""
 
     def apply(grouped: GroupedData) -> DataFrame:
         if stateful_operator(settings) == TRANSFORM_WITH_STATE:
-            return grouped.transformWithState(CoordinatorProcessor(settings, live, late_requests), OUTPUT_SCHEMA,
-                                              "Append", "EventTime")
-        return grouped.applyInPandasWithState(make_group_step(settings, live, late_requests), OUTPUT_SCHEMA,
-                                              STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
+            return grouped.transformWithState(CoordinatorProcessor(settings, live, late_requests, changed_groups),
+                                              OUTPUT_SCHEMA, "Append", "EventTime")
+        return grouped.applyInPandasWithState(make_group_step(settings, live, late_requests, changed_groups),
+                                              OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
 
     return apply
 
 
 def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: bool, source: str = "topic",
                    late_requests: Accumulator[int] | None = None,
+                   changed_groups: Accumulator[ChangedGroups] | None = None,
                    operator: StatefulOperator | None = None) -> DataFrame:
     """The whole query from a DataFrame of records (value binary, partition, offset, timestamp) to output rows.
 
     `late_requests`, if given, counts the requests processed after the watermark had passed them;
+    `changed_groups`, if given, collects the latest (state, generation) of every group whose snapshot is written;
     `operator` replaces step 3 (default: `coordinator_operator`), so a measurement can run the same plan
     around another operator.
     """
@@ -397,4 +407,4 @@ def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: boo
         "event_time", metadata={"spark.watermarkDelayMs": lateness})
     grouped = parsed.filter(F.col("kind") != "tick").select(*OPERATOR_COLUMNS, never_late).groupBy(
         "invalid", "group_id")
-    return (operator or coordinator_operator(settings, live, late_requests))(grouped)
+    return (operator or coordinator_operator(settings, live, late_requests, changed_groups))(grouped)
