@@ -22,7 +22,6 @@ from typing import Any
 from ..config import EngineConfig
 from ..envelope import Api, Response, response_envelope
 from ..errors import Error
-from ..no_group_answers import error_response
 from ..records import Request
 from ..responses import error_response_body
 from ..timers import RETENTION_TIMER
@@ -51,15 +50,16 @@ __all__ = ["APIS", "HANDLES", "NAME", "ClassicGroup", "absent_group", "create", 
 
 
 def from_other_group(group: Any, req: Request, t: int, config: EngineConfig) -> Response | ClassicGroup:
-    """A classic request for a group of another type (a streams group; PROTOCOL.md section 10, group types): a
-    JoinGroup converts an Empty one (its offsets kept) and is INCONSISTENT_GROUP_PROTOCOL on any other; the
-    other APIs are answered as for a group that does not exist."""
-    answer = absent_group(req, t)
-    if answer is not None or req.reply.api != Api.JOIN_GROUP:
-        return answer if answer is not None else error_response(req, t, Error.UNKNOWN_MEMBER_ID)
-    if not group.is_empty():
+    """A classic membership request or DescribeGroups for a group of another type (a streams group; PROTOCOL.md
+    section 10, group types): a JoinGroup is INCONSISTENT_GROUP_PROTOCOL on a group with members and, on an Empty
+    one, converts it (its offsets kept) where it would create a group; every other answer is the one for a group
+    that does not exist."""
+    if req.reply.api == Api.JOIN_GROUP and not group.is_empty():
         body = error_response_body(req.reply.api, req.reply.version, Error.INCONSISTENT_GROUP_PROTOCOL)
         return response_envelope(req.reply, req.group_id, t, body)
+    answer = absent_group(req, t)
+    if answer is not None:
+        return answer
     converted = create(req.group_id, t, config)
     converted.take_offsets_of(group)
     return converted
