@@ -15,6 +15,7 @@ event. The product never imports this module (it is the lab's).
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,12 +95,12 @@ class Population:
     """The members of `groups` streams groups, driven one action at a time against a LocalCoordinator."""
 
     def __init__(self, groups: int, members: int, static_share: float = 0.5, seed: int = 0,
-                 config: dict[str, Any] | None = None) -> None:
-        self.coordinator = LocalCoordinator({**CONFIG, **(config or {})})
+                 config: Mapping[str, Any] = CONFIG, start_ms: int = SIMULATION_EPOCH_MS) -> None:
+        self.coordinator = LocalCoordinator(config)
         self.members = [Member(f"streams-{g}", m, static=(m < members * static_share))
                         for g in range(groups) for m in range(members)]
         self.trace = Trace()
-        self.t = SIMULATION_EPOCH_MS
+        self.t = start_ms
         self._correlation = 0
         self._random = random.Random(seed)
 

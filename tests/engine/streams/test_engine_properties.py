@@ -25,7 +25,7 @@ RUNS = st.tuples(st.integers(1, 2), st.integers(1, 6), st.sampled_from([0.0, 0.5
 
 def _population(groups: int, members: int, static_share: float, seed: int, steps: int,
                 standbys: int) -> Population:
-    return Population(groups, members, static_share, seed, {"group.streams.num.standby.replicas": standbys})
+    return Population(groups, members, static_share, seed, {**CONFIG, "group.streams.num.standby.replicas": standbys})
 
 
 def _run(groups: int, members: int, static_share: float, seed: int, steps: int, standbys: int) -> Trace:
