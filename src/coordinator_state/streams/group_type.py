@@ -17,7 +17,7 @@ from ..records import OffsetCommit, OffsetFetch, Reply, Request, StreamsGroupDes
 from .answers import heartbeat_body
 from .codec import decode_streams_group, encode_streams_group
 from .group import StreamsGroup
-from .heartbeat import streams_heartbeat
+from .heartbeat import steady_heartbeat, streams_heartbeat
 from .offsets import handle_offset_commit, handle_offset_fetch
 from .views import describe_entry, not_found_entry, snapshot
 
@@ -72,6 +72,12 @@ def from_other_group(group: Group, request: StreamsRequest, t: int, config: Engi
 
 def handle(group: StreamsGroup, request: Request, t: int) -> None:
     """A request's event at `t` (one of `HANDLES`); its answer goes to `group.out`."""
+    if type(request) is StreamsGroupHeartbeat:
+        steady = steady_heartbeat(group, request, t)  # changes nothing that could need undoing
+        if steady is not None:
+            group.clock = max(group.clock, t)
+            group.out.append(_heartbeat_response(request.reply, group.group_id, t, steady.body, steady.create_topics))
+            return
     group.begin()
     try:
         group.clock = max(group.clock, t)
@@ -93,7 +99,10 @@ def handle(group: StreamsGroup, request: Request, t: int) -> None:
 
 
 def fire_due(group: StreamsGroup, now: int, before_request: bool = False) -> None:
-    group.fire_due(now)  # a streams timer never defers itself: `before_request` changes nothing
+    """A streams timer never defers itself: `before_request` changes nothing."""
+    heap = group.timers.heap
+    if heap and heap[0][0] <= now:  # the heap's top is a lower bound of every deadline: usually nothing is due
+        group.fire_due(now)
 
 
 def next_deadline(group: StreamsGroup) -> int | None:
