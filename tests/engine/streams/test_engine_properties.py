@@ -18,6 +18,7 @@ from coordinator_state import TICK, response_key
 from coordinator_state.envelope import API, TIMESTAMP_MS
 
 from ..paths import StoredStateCoordinator
+from ..test_properties import assert_micro_batches_answer_alike
 
 RUNS = st.tuples(st.integers(1, 2), st.integers(1, 6), st.sampled_from([0.0, 0.5, 1.0]), st.integers(0, 2**16),
                  st.integers(10, 120), st.sampled_from([0, 1]))
@@ -107,3 +108,16 @@ def test_the_invariant_check_finds_a_task_owned_twice_and_a_moved_parked_task() 
     moved = {**parked, "assigned_tasks": {**parked["assigned_tasks"], "active_tasks": []}}
     with pytest.raises(AssertionError, match="-2 member's tasks changed"):
         _check_invariants(Trace(snapshots=[(0, {**last, "members": [parked]}), (1, {**last, "members": [moved]})]))
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 2**16), st.integers(1, 5), st.lists(st.integers(1, 12), min_size=1, max_size=5),
+       st.sampled_from([0, 2000]))
+def test_run_group_over_micro_batches_answers_as_the_record_by_record_replay(
+        seed: int, members: int, batch_sizes: list[int], lateness: int) -> None:
+    """The Spark job's step over micro-batches of any sizes, under the watermark they set, answers one streams
+    group's traffic (the admin's classic commit included) as the local replay does, and ends with the same group."""
+    trace = Population(1, members, 0.5, seed, CONFIG).run(60)
+    requests = [r for r in trace.requests if r[API] != TICK]
+    assert_micro_batches_answer_alike(requests, {**CONFIG, "coordinator.lateness.ms": lateness}, batch_sizes,
+                                      group_id="streams-0")
