@@ -3,7 +3,8 @@
 Built from the chaos harness's simulated clients (real GroupMembers on the engine), so the traffic is
 what a client would really send: joins, MEMBER_ID_REQUIRED rejoins, syncs, heartbeats, a static member
 down for longer than its session, ticks. An admin and a simple consumer add the offsets and listing
-APIs (commits, one of them expiring, fetches, describes) and the admin deletions (an offset, a group).
+APIs (commits, one of them expiring, fetches, describes) and the admin deletions (an offset, a group); simulated
+Kafka Streams clients a streams group (coordinator_lab.streams_traffic), so that classic and streams groups mix.
 Hostile records are mixed in, a ListGroups among them (no single group holds its answer: a dead letter on the
 request topic); each line is one record.
 """
@@ -15,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from chaos_harness import run_chaos
+from coordinator_lab.streams_traffic import Population
 from coordinator_state import Api, request_envelope, to_json
 
 HOSTILE = [
@@ -56,12 +58,21 @@ def build_traffic(size: str = "full") -> list[bytes]:
     records += silent_group(start + 150)
     if size == "full":
         records += offsets_and_listing(start + 200)
+        records += streams_lines(start + 300)
     records.sort(key=lambda r: r["timestamp_ms"])  # stable: each source keeps its own order
     lines = [to_json(r).encode() for r in records]
     step = max(1, len(lines) // (len(HOSTILE) + 1))
     for index, hostile in enumerate(HOSTILE if size == "full" else HOSTILE[:3]):
         lines.insert((index + 1) * step, hostile)
     return lines
+
+
+def streams_lines(t: int) -> list[dict]:
+    """Four Kafka Streams clients of group "streams-0" (two static, standbys; engine defaults) from `t`: the admin's
+    commit makes it a classic group first, which the first streams join converts."""
+    population = Population(1, 4, static_share=0.5, seed=5, config={"group.streams.num.standby.replicas": 1},
+                            start_ms=t)
+    return population.run(30, step_ms=500).requests
 
 
 def silent_group(t: int) -> list[dict]:

@@ -110,27 +110,28 @@ def handle_in_group(
         responses.append(error_response(req, now, error))
         return group, responses
     replaced = None
-    if group is None:
-        kind = type_for_absent_group(req)
-        absent = kind.absent_group(req, now)
-        if absent is not None:
-            responses.append(absent)
-            return None, responses
-        group = kind.create(req.group_id, now, config)
-    elif req.reply.api not in kind.HANDLES:  # a request of another group type's API (PROTOCOL.md 10)
-        kind = type_for_absent_group(req)
-        outcome = kind.from_other_group(group, req, now, config)
-        group.drain_into(responses, offset_changes)
-        if isinstance(outcome, dict):
-            responses.append(outcome)
-            return group, responses
-        replaced, group = group, outcome  # converted: a new group of the request's type replaces it
-    try:
+    try:  # the one boundary where an engine bug becomes an answer, never a crash
+        if group is None:
+            kind = type_for_absent_group(req)
+            absent = kind.absent_group(req, now)
+            if absent is not None:
+                responses.append(absent)
+                return None, responses
+            group = kind.create(req.group_id, now, config)
+        elif req.reply.api not in kind.HANDLES:  # a request of another group type's API (PROTOCOL.md 10)
+            kind = type_for_absent_group(req)
+            outcome = kind.from_other_group(group, req, now, config)
+            group.drain_into(responses, offset_changes)
+            if isinstance(outcome, dict):
+                responses.append(outcome)
+                return group, responses
+            replaced, group = group, outcome  # converted: a new group of the request's type replaces it
         kind.handle(group, req, now)  # atomic: if it raises, the group is as it was
-    except Exception:  # the one boundary where an engine bug becomes an answer, never a crash
+    except Exception:
         log.exception("engine error on %s for group %r; the group is left as it was", req.reply.api,
                       req.group_id)
-        group.drain_into(responses, offset_changes)
+        if group is not None:
+            group.drain_into(responses, offset_changes)
         responses.append(error_response(req, now, Error.UNKNOWN_SERVER_ERROR))
         return (group if replaced is None else replaced), responses  # a failed conversion keeps the old group
     group.drain_into(responses, offset_changes)

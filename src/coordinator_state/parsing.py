@@ -442,12 +442,14 @@ def _parse_offset_fetch(reply: Reply, timestamp: int, client_host: str, body: di
         return OffsetFetch(reply, timestamp, _body_string(body, GROUP_ID),
                            _fetch_topics(topics_value, "body.topics", nullable=v >= 2))
     group = _object(_one_group(body), "body.groups[0]")
+    member_id, member_epoch = None, -1
     if v >= 9:
-        _nullable_string(group.get("member_id"), "body.groups[0].member_id")
-        _int32(group.get("member_epoch", -1), "body.groups[0].member_epoch")
+        member_id = _nullable_string(group.get("member_id"), "body.groups[0].member_id")
+        member_epoch = _int32(group.get("member_epoch", -1), "body.groups[0].member_epoch")
     return OffsetFetch(reply, timestamp,
                        _string(_required(group, GROUP_ID, "body.groups[0]"), "body.groups[0].group_id"),
-                       _fetch_topics(group.get("topics"), "body.groups[0].topics", nullable=True))
+                       _fetch_topics(group.get("topics"), "body.groups[0].topics", nullable=True),
+                       member_id, member_epoch)
 
 
 def _parse_describe(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> DescribeGroups:

@@ -137,6 +137,8 @@ class OffsetFetch(NamedTuple):
     timestamp_ms: int
     group_id: str
     topics: tuple[FetchTopic, ...] | None  # None: every committed offset
+    member_id: str | None = None  # v9+: a streams (or consumer-protocol) member's id and epoch (PROTOCOL.md 10)
+    member_epoch: int = -1
 
 
 class DescribeGroups(NamedTuple):

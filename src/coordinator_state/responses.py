@@ -11,7 +11,8 @@ from typing import Any
 
 from .envelope import Api, Response, response_envelope
 from .errors import Error
-from .records import Invalid
+from .offsets import NO_LEADER_EPOCH, NO_METADATA, NO_OFFSET, CommittedOffset, OffsetStore
+from .records import Invalid, OffsetCommit, OffsetFetch
 
 EMPTY_BYTES = ""
 # Each error's (code, name), looked up once: Enum's `name` is a Python-level property, and every
@@ -100,6 +101,56 @@ def commit_body(version: int, error: Error, topics: PartitionResults) -> dict[st
                                       for p, e in partitions]}
         for name, partitions in topics
     ]
+    return body
+
+
+def commit_refused(req: OffsetCommit, t: int, error: Error) -> Response:
+    """Every partition of the request answered with the whole-request error (OffsetCommitRequest.getErrorResponse)."""
+    topics = [(topic.name, [(p.partition_index, error) for p in topic.partitions]) for topic in req.topics]
+    return response_envelope(req.reply, req.group_id, t, commit_body(req.reply.version, error, topics))
+
+
+_FETCHED = {"error_code": int(Error.NONE), "error": Error.NONE.name}
+
+
+def _partition(version: int, index: int, value: CommittedOffset | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"partition_index": index}
+    if value is None:
+        entry["committed_offset"] = NO_OFFSET
+        epoch, metadata = NO_LEADER_EPOCH, NO_METADATA
+    else:
+        entry["committed_offset"] = value.offset
+        epoch, metadata = value.leader_epoch, value.metadata
+    if version >= 5:
+        entry["committed_leader_epoch"] = epoch
+    entry["metadata"] = metadata
+    entry.update(_FETCHED)
+    return entry
+
+
+def fetch_body(req: OffsetFetch, offsets: OffsetStore | None, error: Error = Error.NONE) -> dict[str, Any]:
+    """OffsetFetch's body for `req` from the group's offsets (None: the group does not exist), or its group's
+    `error` (v8+: in the group's entry, with no topics; OffsetFetchResponse's group-level error)."""
+    version = req.reply.version
+    topics: list[dict[str, Any]] = []
+    if req.topics is not None:
+        for topic in req.topics:
+            topics.append({"name": topic.name, "partitions": [
+                _partition(version, p, None if offsets is None else offsets.get(topic.name, p))
+                for p in topic.partition_indexes]})
+    elif offsets is not None:
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for name, partition, value in offsets.items():
+            by_topic.setdefault(name, []).append(_partition(version, partition, value))
+        topics = [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]
+    body: dict[str, Any] = dict(_FETCHED) if version >= 8 else error_body(error)
+    if version >= 3:
+        body["throttle_time_ms"] = 0
+    if version >= 8:
+        body["groups"] = [{"group_id": req.group_id, "topics": topics if error is Error.NONE else [],
+                           **error_body(error)}]
+    else:
+        body["topics"] = topics
     return body
 
 

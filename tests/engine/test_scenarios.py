@@ -35,7 +35,7 @@ def test_scenario(scenario: Path, path: str) -> None:
 
 def test_the_project_scenarios_are_there() -> None:
     assert len(list(OWN.glob("*.json"))) >= 41
-    assert len(list(OWN_STREAMS.glob("*.json"))) >= 24
+    assert len(list(OWN_STREAMS.glob("*.json"))) >= 30
 
 
 def _first_scenario() -> dict[str, Any]:

@@ -59,16 +59,16 @@ _CONVERTING: dict[str, Error] = {Api.JOIN_GROUP: Error.INCONSISTENT_GROUP_PROTOC
 
 def from_other_group(group: Any, req: Request, t: int, config: EngineConfig) -> Response | ClassicGroup:
     """A classic request for a group of another type (a streams group; PROTOCOL.md sections 10 and 11): a JoinGroup
-    or a DeleteGroups converts an Empty one (its offsets kept), and on one with members is INCONSISTENT_GROUP_PROTOCOL
-    or NON_EMPTY_GROUP (StreamsGroup.validateDeleteGroup); the other APIs are answered as for a group that does not
-    exist."""
+    or a DeleteGroups is INCONSISTENT_GROUP_PROTOCOL or NON_EMPTY_GROUP (StreamsGroup.validateDeleteGroup) on a group
+    with members and, on an Empty one, converts it (its offsets kept) where it would create a group (a DeleteGroups
+    always); the other APIs are answered as for a group that does not exist."""
     refusal = _CONVERTING.get(req.reply.api)
+    if refusal is not None and not group.is_empty():
+        body = error_response_body(req.reply.api, req.reply.version, refusal, group_id=req.group_id)
+        return response_envelope(req.reply, req.group_id, t, body)
     answer = None if req.reply.api == Api.DELETE_GROUPS else absent_group(req, t)
     if answer is not None or refusal is None:
         return answer if answer is not None else error_response(req, t, Error.UNKNOWN_MEMBER_ID)
-    if not group.is_empty():
-        body = error_response_body(req.reply.api, req.reply.version, refusal, group_id=req.group_id)
-        return response_envelope(req.reply, req.group_id, t, body)
     converted = create(req.group_id, t, config)
     converted.take_offsets_of(group)
     return converted

@@ -11,13 +11,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..config import EngineConfig
-from ..envelope import Response, response_envelope
+from ..envelope import Api, Response, response_envelope
 from ..errors import Error
-from ..records import Reply, Request, StreamsGroupDescribe, StreamsGroupHeartbeat
+from ..records import OffsetCommit, OffsetFetch, Reply, Request, StreamsGroupDescribe, StreamsGroupHeartbeat
 from .answers import heartbeat_body
 from .codec import decode_streams_group, encode_streams_group
 from .group import StreamsGroup
-from .heartbeat import streams_heartbeat
+from .heartbeat import steady_heartbeat, streams_heartbeat
+from .offsets import handle_offset_commit, handle_offset_fetch
 from .views import describe_entry, not_found_entry, snapshot
 
 if TYPE_CHECKING:
@@ -29,7 +30,9 @@ __all__ = ["APIS", "HANDLES", "NAME", "absent_group", "create", "deadline_lower_
 NAME = "streams"
 STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE = "StreamsGroupHeartbeat", "StreamsGroupDescribe"
 APIS = frozenset({STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE})
-HANDLES = APIS
+# A streams group also takes the offsets APIs (StreamsGroup.validateOffsetCommit / validateOffsetFetch); the classic
+# group's other APIs meet it through the classic type's `from_other_group`.
+HANDLES = APIS | {Api.OFFSET_COMMIT, Api.OFFSET_FETCH}
 StreamsRequest = StreamsGroupHeartbeat | StreamsGroupDescribe
 
 # Whether a request to an absent group creates one does not depend on the settings (a first member always fits):
@@ -69,16 +72,26 @@ def from_other_group(group: Group, request: StreamsRequest, t: int, config: Engi
 
 def handle(group: StreamsGroup, request: Request, t: int) -> None:
     """A request's event at `t` (one of `HANDLES`); its answer goes to `group.out`."""
+    if type(request) is StreamsGroupHeartbeat:
+        steady = steady_heartbeat(group, request, t)  # changes nothing that could need undoing
+        if steady is not None:
+            group.clock = max(group.clock, t)
+            group.out.append(_heartbeat_response(request.reply, group.group_id, t, steady.body, steady.create_topics))
+            return
     group.begin()
     try:
         group.clock = max(group.clock, t)
-        if isinstance(request, StreamsGroupDescribe):
-            group.out.append(describe_response(group, request, t))
-        else:
-            assert isinstance(request, StreamsGroupHeartbeat)
+        if isinstance(request, StreamsGroupHeartbeat):
             outcome = streams_heartbeat(group, request, t, group.config)
             group.out.append(_heartbeat_response(request.reply, group.group_id, t, outcome.body,
                                                  outcome.create_topics))
+        elif isinstance(request, StreamsGroupDescribe):
+            group.out.append(describe_response(group, request, t))
+        elif isinstance(request, OffsetCommit):
+            handle_offset_commit(group, request, t)
+        else:
+            assert isinstance(request, OffsetFetch)
+            handle_offset_fetch(group, request, t)
     except BaseException:
         group.undo()
         raise
@@ -86,7 +99,10 @@ def handle(group: StreamsGroup, request: Request, t: int) -> None:
 
 
 def fire_due(group: StreamsGroup, now: int, before_request: bool = False) -> None:
-    group.fire_due(now)  # a streams timer never defers itself: `before_request` changes nothing
+    """A streams timer never defers itself: `before_request` changes nothing."""
+    heap = group.timers.heap
+    if heap and heap[0][0] <= now:  # the heap's top is a lower bound of every deadline: usually nothing is due
+        group.fire_due(now)
 
 
 def next_deadline(group: StreamsGroup) -> int | None:
