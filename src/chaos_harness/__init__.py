@@ -10,7 +10,7 @@ May import the product (coordinator_state, coordinator_job, kafka_gateway, group
 (coordinator_lab) or the CLI. The product never imports it.
 """
 
-from .run import Backend, ChaosRun, HarnessError, Progress, describe_progress, run_chaos, summary
+from .run import Backend, ChaosRun, HarnessError, Progress, describe_progress, run_chaos, summary, write_report
 from .scenarios import SCENARIOS, ChaosConfigError, config_overrides, normalize_config
 from .sim import SimBackend
 
@@ -27,4 +27,5 @@ __all__ = [
     "normalize_config",
     "run_chaos",
     "summary",
+    "write_report",
 ]

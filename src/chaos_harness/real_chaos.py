@@ -23,14 +23,12 @@ Sessions are Kafka's default 45 s with the streaming job (its answers come a mic
 from __future__ import annotations
 
 import argparse
-import json
 import secrets
 import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafka import KafkaAdminClient, KafkaProducer
@@ -38,6 +36,7 @@ from kafka.admin import NewTopic
 
 from .gateway_stack import GatewayStack, gateway_stack, generation, read_group
 from .real_consumer import ConsumerProcess, missing_library
+from .run import write_report
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -322,11 +321,7 @@ def main(args: argparse.Namespace) -> int:
     except (TimeoutError, OSError, RuntimeError) as exc:
         print(f"coordinator chaos --clients: the run failed: {exc}", file=sys.stderr)
         return 1
-    text = json.dumps(report, indent=2)
-    if args.report:
-        Path(args.report).write_text(text + "\n", encoding="utf-8")
-    else:
-        print(text)
+    write_report(report, args.report)
     if args.plot:
         from .plot import plot_real_clients_report
 

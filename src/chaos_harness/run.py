@@ -497,6 +497,15 @@ def run_chaos(config: Mapping[str, Any], *, traffic: str | Path | None = None) -
     return report
 
 
+def write_report(report: Mapping[str, Any], path: str | None) -> None:
+    """The report as indented JSON, to `path`, or to standard output when no path is given."""
+    text = json.dumps(report, indent=2)
+    if path:
+        Path(path).write_text(text + "\n", encoding="utf-8")
+    else:
+        print(text)
+
+
 def summary(report: Mapping[str, Any]) -> str:
     """One line with the run's headline figures."""
     c = report["config"]

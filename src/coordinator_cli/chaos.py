@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
-from chaos_harness import SCENARIOS, ChaosConfigError, HarnessError, config_overrides, run_chaos, summary
+from chaos_harness import (
+    SCENARIOS,
+    ChaosConfigError,
+    HarnessError,
+    config_overrides,
+    run_chaos,
+    summary,
+    write_report,
+)
 from chaos_harness.scenarios import BACKENDS
 
 from .status_line import StatusLine
@@ -73,11 +79,7 @@ def chaos_main(args: argparse.Namespace) -> int:
     except HarnessError as exc:
         print(f"coordinator chaos: the harness failed: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    text = json.dumps(report, indent=2, sort_keys=False)
-    if args.report:
-        Path(args.report).write_text(text + "\n", encoding="utf-8")
-    else:
-        print(text)
+    write_report(report, args.report)
     if args.plot:
         plot_report(report, args.plot)
     print(summary(report), file=sys.stderr)

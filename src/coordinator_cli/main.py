@@ -1,7 +1,7 @@
 """`coordinator`: the command line of the Spark group coordinator.
 
 Subcommands: run (the streaming job), broker (the embedded Kafka-compatible broker), replay, diff,
-record, groups (list, describe and remove members, like kafka-consumer-groups.sh), chaos, bench, gateway,
+record, groups (list, describe and remove members, like kafka-consumer-groups.sh), chaos, bench, soak, gateway,
 users and acls (the gateway's SASL users and ACLs, like kafka-configs.sh and kafka-acls.sh).
 Each is a thin shell over a module; `coordinator SUBCOMMAND --help` explains it.
 """
@@ -239,6 +239,21 @@ def cmd_groups(args: argparse.Namespace) -> int:
     return groups_main(args, _load(args))
 
 
+def cmd_soak(args: argparse.Namespace) -> int:
+    from coordinator_lab.soak import run_soak
+
+    if problems := check_prerequisites():
+        print("cannot run Spark:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return EXIT_FAILED
+    status = StatusLine()
+    try:
+        figures = run_soak(args, _load(args), status.show)
+    finally:
+        status.end()
+    print(json.dumps(figures))
+    return EXIT_OK
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from coordinator_lab.bench import bench_main
 
@@ -337,6 +352,19 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_arguments(bench)
     _settings_arguments(bench)
     bench.set_defaults(handler=cmd_bench)
+
+    from coordinator_lab.soak import add_soak_arguments
+
+    soak = commands.add_parser(
+        "soak", help="run the job under a steady load for a while; print lag, batch times and unanswered requests",
+        description="Starts the embedded broker (unless --bootstrap-servers) and the job, then static groups join and "
+                    "heartbeat at --rate requests/s for --duration s. A status line on stderr shows requests sent and "
+                    "unanswered, the job's lag, the last micro-batch's time and the latency of the last second; the "
+                    "figures are the last line of stdout.")
+    add_soak_arguments(soak)
+    soak.add_argument("--bootstrap-servers", help="an existing broker instead of the embedded one")
+    _settings_arguments(soak)
+    soak.set_defaults(handler=cmd_soak)
 
     chaos = commands.add_parser("chaos", help="bounce, crash and restart simulated clients; report rebalances",
                                 description="Runs a group of simulated consumers through a chaos scenario and "

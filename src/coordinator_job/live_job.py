@@ -168,6 +168,7 @@ def start_query(spark: SparkSession, settings: Mapping[str, Any], checkpoint: Pa
                .option("subscribe", settings["coordinator.requests.topic"])
                .option("startingOffsets", settings["coordinator.starting.offsets"])
                .option("maxRecordsPerBatch", str(settings["coordinator.max.records.per.batch"]))
+               .option("fetchMaxWaitMs", str(settings["coordinator.source.fetch.max.wait.ms"]))
                .load())
     output = build_pipeline(records, settings, live=True, late_requests=late_requests)
     writer = (output.writeStream.format("coordinator_kafka")

@@ -33,7 +33,7 @@ from kafka import KafkaConsumer, TopicPartition
 from coordinator_state import Watermark, to_json, tombstone
 from coordinator_state.envelope import API, TIMESTAMP_MS
 
-from .broker import log_end_offsets, wait_for_broker
+from .broker import READER_FETCH_MAX_WAIT_MS, log_end_offsets, wait_for_broker
 from .traffic_file import late_requests_note
 
 Progress = Callable[[Counter[str], int], None]
@@ -124,7 +124,7 @@ class TopicRecorder:
         self.lateness_ms = lateness_ms  # for counting the late requests written (`late_requests`)
         self.consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, client_id="coordinator-record",
                                       group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
-                                      fetch_max_wait_ms=100)
+                                      fetch_max_wait_ms=READER_FETCH_MAX_WAIT_MS)
         try:
             self._position(from_beginning)
         except BaseException:

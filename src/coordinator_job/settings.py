@@ -38,6 +38,7 @@ DEFAULTS: dict[str, Any] = {
     "coordinator.shuffle.partitions": 2,
     "coordinator.max.records.per.batch": 20000,
     "coordinator.starting.offsets": "earliest",
+    "coordinator.source.fetch.max.wait.ms": 500,
     "coordinator.stateful.operator": APPLY_IN_PANDAS_WITH_STATE,
 }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -12,6 +13,16 @@ from pyspark.sql import SparkSession
 
 ROOT = Path(__file__).resolve().parent.parent
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+# Attempts per task, as Spark's cluster default: a source task that cannot read its range in time fails and is
+# tried again instead of failing the query (spark.task.maxFailures overrides it).
+TASK_ATTEMPTS = 4
+
+
+def with_task_attempts(master: str, attempts: int) -> str:
+    """`local[N]` and `local[*]` run each task once (Spark ignores spark.task.maxFailures there); `local[N,F]`
+    gives it F attempts. Other masters are returned as they are."""
+    found = re.fullmatch(r"local(?:\[(\d+|\*)\])?", master)
+    return f"local[{found.group(1) or 1},{attempts}]" if found else master
 
 
 def prepare_python_workers() -> None:
@@ -24,14 +35,17 @@ def prepare_python_workers() -> None:
 
 def build_session(settings: Mapping[str, Any], master: str | None = "local[2]",
                   app_name: str = "group-coordinator") -> SparkSession:
-    """A session for the coordinator; `master=None` leaves it to spark-submit."""
+    """A session for the coordinator; `master=None` takes spark-submit's master, else PySpark's `local[*]`."""
     from .file_source import register as register_file_source
     from .kafka_source import register as register_kafka
 
     prepare_python_workers()
     builder = SparkSession.builder.appName(app_name)
+    if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: PySpark's default
+        master = "local[*]"
     if master is not None:
-        builder = builder.master(master)
+        attempts = int(settings.get("spark.task.maxFailures", TASK_ATTEMPTS))
+        builder = builder.master(with_task_attempts(master, attempts))
     conf: dict[str, str] = {
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         # A commit writes the changes to a changelog file instead of uploading a RocksDB checkpoint every

@@ -21,7 +21,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,8 @@ from .traffic_gen import (
 
 # Heartbeats from this correlation id on are the measured ones (those sent during the set-up are not).
 MEASURED_CORRELATION = 100_000
-# Live members' session timeout: generous, so that a slow set-up on a loaded machine expires no one.
+# Live members' session and rebalance timeouts: generous, so that a slow set-up on a loaded machine expires no one
+# (a member that has not synced within the rebalance timeout after its join answer is removed).
 LIVE_SESSION_TIMEOUT_MS = 120_000
 WARM_UP_BATCHES = 3
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -246,8 +247,11 @@ class LiveLoad:
         bootstrap = settings["bootstrap.servers"]
         self.requests_topic = str(settings["coordinator.requests.topic"])
         self.producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=2, acks=1, client_id="bench-load")
+        # A short wait: Tansu checks for new records at the log end after half the wait, then half the rest, ...
+        # so the wait bounds how late an answer is seen; it is also the time Tansu's fetch may take to list the
+        # response log's batches (coordinator_lab.fetch_cost), which the sink writes few and large.
         self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                                      fetch_max_wait_ms=20, client_id="bench-answers")
+                                      fetch_max_wait_ms=50, client_id="bench-answers")
         topic = str(settings["coordinator.responses.topic"])
         parts = [TopicPartition(topic, p) for p in sorted(self.consumer.partitions_for_topic(topic) or [])]
         self.consumer.assign(parts)
@@ -296,7 +300,8 @@ class LiveLoad:
         for group in names:
             for member in range(self.members):
                 self.send(join_request(group, member, "", None, 1, dynamic=False,
-                                       session_timeout_ms=LIVE_SESSION_TIMEOUT_MS))
+                                       session_timeout_ms=LIVE_SESSION_TIMEOUT_MS,
+                                       rebalance_timeout_ms=LIVE_SESSION_TIMEOUT_MS))
         self.producer.flush()
         joined: dict[str, dict[int, dict[str, Any]]] = {}
         synced: dict[str, int] = {}
@@ -345,8 +350,11 @@ class LiveLoad:
             self.send(sync_request(group, member, body["member_id"], body["generation_id"], assignments, None, 3,
                                    dynamic=False))
 
-    def heartbeats(self, joined: dict[str, dict[int, dict[str, Any]]], rate: float, duration_s: float) -> int:
-        """Sends heartbeats round-robin over the members at `rate` per second for `duration_s`; returns how many."""
+    def heartbeats(self, joined: dict[str, dict[int, dict[str, Any]]], rate: float, duration_s: float,
+                   report: Callable[[int], None] | None = None) -> int:
+        """Sends heartbeats round-robin over the members at `rate` per second for `duration_s`; returns how many.
+
+        `report`, if given, is called with the count sent so far about once a second (else a log line every 5 s)."""
         members = [(g, m, b) for g, bodies in joined.items() for m, b in bodies.items()]
         sent = 0
         correlation = MEASURED_CORRELATION
@@ -356,7 +364,10 @@ class LiveLoad:
             elapsed = time.monotonic() - started
             if elapsed >= duration_s:
                 break
-            if elapsed - last_log > 5:
+            if report is not None and elapsed - last_log >= 1:
+                last_log = elapsed
+                report(sent)
+            elif report is None and elapsed - last_log > 5:
                 last_log = elapsed
                 log(f"live load: {sent} heartbeats sent, {len(self.latencies_ms)} answered")
             due = int(elapsed * rate)

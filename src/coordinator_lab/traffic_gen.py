@@ -56,8 +56,8 @@ def _request(api: Api, version: int, body: dict[str, Any], group: str, member: i
 
 
 def join_request(group: str, member: int, member_id: str, t: int | None, correlation_id: int, *, dynamic: bool,
-                 session_timeout_ms: int = SESSION_TIMEOUT_MS) -> dict[str, Any]:
-    body = {"group_id": group, "session_timeout_ms": session_timeout_ms, "rebalance_timeout_ms": 60_000,
+                 session_timeout_ms: int = SESSION_TIMEOUT_MS, rebalance_timeout_ms: int = 60_000) -> dict[str, Any]:
+    body = {"group_id": group, "session_timeout_ms": session_timeout_ms, "rebalance_timeout_ms": rebalance_timeout_ms,
             "member_id": member_id, "group_instance_id": instance_id(group, member, dynamic),
             "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": METADATA}], "reason": None}
     return _request(Api.JOIN_GROUP, 9, body, group, member, t, correlation_id)

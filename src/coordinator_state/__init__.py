@@ -2,11 +2,16 @@
 
 No Spark, Kafka, pandas, clock or randomness in here: requests and event times in, responses and
 timer deadlines out. `LocalCoordinator` is the whole coordinator in memory; `run_group` is the
-per-group step the Spark job calls with a group's serialised state.
+per-group step the Spark job calls with a group's serialised state. Both reach a group through its
+type's interface (group_types.py); the classic group is the `classic` subpackage. `envelope` owns the
+format every side speaks (the gateway, the client library, the job, the CLI and the lab import it);
+`records` are the requests, `parsing` makes them from envelopes.
 
 Imports only the standard library (and orjson, when installed): every other package builds on it.
 """
 
+from .classic import ClassicGroup
+from .classic.model import ClassicGroupState, GroupState
 from .codec import StateFormatError, decode_group, encode_group
 from .config import DEFAULTS, ConfigError, EngineConfig
 from .envelope import (
@@ -25,11 +30,10 @@ from .envelope import (
     tombstone,
 )
 from .errors import Error
-from .group import Group
 from .group_step import GroupOutcome, handle_in_group, run_group
+from .group_types import GROUP_TYPES, Group, GroupType, snapshot_of, type_of
 from .listing import describe_groups_body, described_group
 from .local import LocalCoordinator
-from .model import ClassicGroupState, GroupState
 from .offsets import CommittedOffset, OffsetChange
 from .output import dead_letter, reject, to_json
 from .parsing import decode_record, for_one_group, parse_raw, parse_request
@@ -39,10 +43,12 @@ from .responses import invalid_response
 
 __all__ = [
     "DEFAULTS",
+    "GROUP_TYPES",
     "SIMULATION_EPOCH_MS",
     "SUPPORTED_VERSIONS",
     "TICK",
     "Api",
+    "ClassicGroup",
     "ClassicGroupState",
     "CommittedOffset",
     "ConfigError",
@@ -53,6 +59,7 @@ __all__ = [
     "Group",
     "GroupOutcome",
     "GroupState",
+    "GroupType",
     "Invalid",
     "ListGroups",
     "LocalCoordinator",
@@ -83,7 +90,9 @@ __all__ = [
     "response_key",
     "routing_group_id",
     "run_group",
+    "snapshot_of",
     "tick_envelope",
     "to_json",
     "tombstone",
+    "type_of",
 ]

@@ -3,8 +3,10 @@
 `handle_in_group` is the one place where a request meets its group: the checks that need no group,
 the answers for a group that does not exist, group creation, the event-time rules of PROTOCOL.md
 section 5 and the boundary where an engine bug becomes an UNKNOWN_SERVER_ERROR answer instead of an
-exception, with the group left exactly as it was before the request (journal.py). `run_group` is what
-the Spark job calls once per group and micro-batch.
+exception, with the group left exactly as it was before the request (journal.py). `fire_due` is the
+same boundary for timers: a timer whose event fails is logged and dropped, the others fire. `run_group`
+is what the Spark job calls once per group and micro-batch. A group is reached only through its type's
+interface (group_types.py).
 """
 
 from __future__ import annotations
@@ -16,13 +18,13 @@ from typing import Any
 
 from .codec import decode_group, encode_group
 from .config import EngineConfig
-from .envelope import Response, response_envelope
+from .envelope import Response
 from .errors import Error
-from .group import Group
-from .handlers import ABSENT_GROUP_ANSWERS, apply_request, offset_commit
+from .group_types import GROUP_TYPES, Group, GroupType, type_for_absent_group, type_of
+from .no_group_answers import error_response, names_no_partition, nothing_to_commit
 from .offsets import OffsetChange
-from .records import DescribeGroups, JoinGroup, LeaveGroup, OffsetCommit, OffsetFetch, Request, SyncGroup
-from .responses import error_response_body, leave_body
+from .records import DescribeGroups, JoinGroup, OffsetCommit, OffsetFetch, Request, SyncGroup
+from .timers import TimerFailed
 
 log = logging.getLogger(__name__)
 
@@ -45,24 +47,21 @@ def _precheck(req: Request, config: EngineConfig) -> Error | None:
     return None
 
 
-def _error_response(req: Request, t: int, error: Error) -> Response:
-    member_id = req.member_id if isinstance(req, JoinGroup) and error is not Error.UNKNOWN_SERVER_ERROR else ""
-    return response_envelope(req.reply, req.group_id, t,
-                             error_response_body(req.reply.api, req.reply.version, error, member_id))
+def fire_due(group: Group, now: int, kind: GroupType | None = None, before_request: bool = False) -> None:
+    """Fires the group's timers due at or before `now` (GroupType.fire_due); a timer whose event fails (an engine
+    bug) is logged and dropped, with the group as it was before that event, and the others fire."""
+    if kind is None:
+        kind = type_of(group)
+    while True:
+        try:
+            kind.fire_due(group, now, before_request)
+            return
+        except TimerFailed:
+            _timer_failed(group)
 
 
-def _absent_group_response(req: Request, t: int) -> Response | None:
-    """The answer to a request for a group that does not exist, or None when the request creates it."""
-    own_answer = ABSENT_GROUP_ANSWERS.get(req.reply.api)
-    if own_answer is not None:
-        return own_answer(req, t)
-    if isinstance(req, JoinGroup) and req.member_id == "":
-        return None
-    if isinstance(req, LeaveGroup):
-        entries = [(e.member_id, e.group_instance_id, Error.UNKNOWN_MEMBER_ID) for e in req.members]
-        top = Error.NONE if req.reply.version >= 3 else Error.UNKNOWN_MEMBER_ID
-        return response_envelope(req.reply, req.group_id, t, leave_body(req.reply.version, top, entries))
-    return _error_response(req, t, Error.UNKNOWN_MEMBER_ID)
+def _timer_failed(group: Group) -> None:
+    log.exception("engine error in a timer of group %r; the timer is dropped", group.group_id)
 
 
 def handle_in_group(
@@ -74,45 +73,46 @@ def handle_in_group(
     call decided, timers that came due first included; the offset changes it made are appended to
     `changes`, in order.
     """
-    if type(req) is OffsetCommit and offset_commit.names_no_partition(req):
-        return group, [offset_commit.nothing_to_commit(req, now)]  # answered before any group is looked at
+    if type(req) is OffsetCommit and names_no_partition(req):
+        return group, [nothing_to_commit(req, now)]  # answered before any group is looked at
     offset_changes = [] if changes is None else changes
     responses: list[Response] = []
+    # What the group's events decide stays in the group until drained, in order: the timers' answers (fired
+    # first, SEMANTICS.md T2) come before the request's.
     if group is not None:
+        kind = GROUP_TYPES[group.group_type]
         if now < group.clock:  # the group's clock never goes back
             now = group.clock
-        group.fire_due(now)  # timers due at or before the request fire first (SEMANTICS.md T2)
-        if group.out:
-            responses = group.drain()
-        if group.offset_changes:
-            offset_changes += group.drain_offset_changes()
+        try:  # `fire_due`, without a call on the way of every request
+            kind.fire_due(group, now, True)  # timers due at or before the request fire first (SEMANTICS.md T2)
+        except TimerFailed:
+            _timer_failed(group)
+            fire_due(group, now, kind, before_request=True)
         if group.removed:
+            group.drain_into(responses, offset_changes)
             group = None
     error = _precheck(req, config)
-    if error is None and group is None:
-        absent = _absent_group_response(req, now)
+    if error is not None:
+        if group is not None:
+            group.drain_into(responses, offset_changes)
+        responses.append(error_response(req, now, error))
+        return group, responses
+    if group is None:
+        kind = type_for_absent_group(req)
+        absent = kind.absent_group(req, now)
         if absent is not None:
             responses.append(absent)
             return None, responses
-        group = Group.create(req.group_id, now, config)
-    if error is not None:
-        responses.append(_error_response(req, now, error))
-        return group, responses
-    assert group is not None
-    group.begin()
+        group = kind.create(req.group_id, now, config)
     try:
-        apply_request(group, req, now)
+        kind.handle(group, req, now)  # atomic: if it raises, the group is as it was
     except Exception:  # the one boundary where an engine bug becomes an answer, never a crash
         log.exception("engine error on %s for group %r; the group is left as it was", req.reply.api,
                       req.group_id)
-        group.undo()
-        responses.append(_error_response(req, now, Error.UNKNOWN_SERVER_ERROR))
+        group.drain_into(responses, offset_changes)
+        responses.append(error_response(req, now, Error.UNKNOWN_SERVER_ERROR))
         return group, responses
-    group.commit()
-    if group.out:
-        responses += group.drain()
-    if group.offset_changes:
-        offset_changes += group.drain_offset_changes()
+    group.drain_into(responses, offset_changes)
     return (None if group.removed else group), responses
 
 
@@ -147,9 +147,8 @@ def run_group(
     changes: list[OffsetChange] = []
     late = 0
     if group is not None:
-        group.fire_due(watermark_ms)
-        responses += group.drain()
-        changes += group.drain_offset_changes()
+        fire_due(group, watermark_ms)
+        group.drain_into(responses, changes)
         if group.removed:
             group = None
     for req in requests:
@@ -166,11 +165,12 @@ def run_group(
     if group is None:
         return GroupOutcome(None, responses, tombstone=existed, late_requests=late, offset_changes=changes)
     changed = group.version != start_version
+    kind = type_of(group)
     return GroupOutcome(
         encode_group(group),
         responses,
-        snapshot=group.snapshot() if changed else None,
-        next_deadline=group.next_deadline(),
+        snapshot=kind.snapshot(group) if changed else None,
+        next_deadline=kind.next_deadline(group),
         late_requests=late,
         offset_changes=changes,
     )

@@ -3,7 +3,7 @@
 Theory of operation (Kafka's coordinator does the same with its timeline data structures). While a
 request is applied, the group has a `Journal`: the group's attributes are saved when it starts (scalars
 by value, containers by reference), and every change to a container's contents or to a member records
-its before-image as it happens (`Group.put`, `Group.pop`, `Group.clear`, `Group.changing`; the timers
+its before-image as it happens (`ClassicGroup.put`, `pop`, `clear`, `changing`; the timers
 record their own). A container a later change adds to the group must go through those too. Committing
 drops the journal; undoing replays the before-images backwards. Both cost O(what the request changed),
 so a request does no work proportional to its group's size and keeps nothing alive after it (no
@@ -30,7 +30,7 @@ class Journal:
     __slots__ = ("attributes", "changes_length", "entries", "members", "out_length", "reorder", "timer_seq")
 
     def __init__(self, attributes: tuple[Any, ...], out_length: int, timer_seq: int, changes_length: int = 0) -> None:
-        self.attributes = attributes  # the group's attributes at the start (Group.saved_attributes)
+        self.attributes = attributes  # the group's fields at the start (declared.Declaration.before_image)
         self.out_length = out_length  # the answers and the offset changes the request appended go
         self.changes_length = changes_length
         self.timer_seq = timer_seq

@@ -9,8 +9,8 @@ from typing import Any
 
 from .config import EngineConfig
 from .envelope import Response, answer_list_groups
-from .group import Group
-from .group_step import handle_in_group
+from .group_step import fire_due, handle_in_group
+from .group_types import GROUP_TYPES, Group, snapshot_of, type_of
 from .offsets import OffsetChange
 from .parsing import parse_request
 from .records import Invalid, ListGroups, Parsed, Tick
@@ -66,7 +66,7 @@ class LocalCoordinator:
         """Every group as it is at the request's time: each group's timers due by then fire first."""
         t = max(req.timestamp_ms, self._clock)
         responses = self._fire_until(t)
-        responses.append(answer_list_groups(req, (g.snapshot() for g in self.groups.values()), t))
+        responses.append(answer_list_groups(req, (snapshot_of(g) for g in self.groups.values()), t))
         return responses
 
     def advance_to(self, ts_ms: int) -> list[Response]:
@@ -83,17 +83,16 @@ class LocalCoordinator:
                 continue
             del self._queued[group_id]
             group = self.groups[group_id]
-            due = group.next_deadline()
+            due = type_of(group).next_deadline(group)
             if due is not None and due <= ts_ms:
-                group.fire_due(due)
-                responses += group.drain()
-                self.offset_changes += group.drain_offset_changes()
+                fire_due(group, due)
+                group.drain_into(responses, self.offset_changes)
             self._store(group_id, None if group.removed else group)
         return responses
 
     def describe(self, group_id: str) -> dict[str, Any] | None:
         group = self.groups.get(group_id)
-        return None if group is None else group.snapshot()
+        return None if group is None else snapshot_of(group)
 
     def _store(self, group_id: str, group: Group | None) -> None:
         if group is None:
@@ -103,12 +102,12 @@ class LocalCoordinator:
             return
         self.groups[group_id] = group
         queued = self._queued.get(group_id)
-        heap = group.timers.heap
-        if queued is not None and (not heap or heap[0][0] >= queued):
-            # The top of the group's timer heap is a lower bound of its next deadline (stale entries are dropped
-            # lazily): the queued entry still comes first, so the next deadline need not be looked for.
-            return
-        deadline = group.next_deadline()
+        kind = GROUP_TYPES[group.group_type]
+        if queued is not None:
+            bound = kind.deadline_lower_bound(group)
+            if bound is None or bound >= queued:
+                return  # the queued entry still comes first: the next deadline need not be looked for
+        deadline = kind.next_deadline(group)
         if deadline is not None and (queued is None or deadline < queued):
             self._queued[group_id] = deadline
             self._queue_seq += 1

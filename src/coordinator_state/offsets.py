@@ -5,27 +5,24 @@ the offset, its leader epoch, the client's metadata string, when it was committe
 OffsetCommit v2-4 with an explicit `retention_time_ms`, an explicit expiry time. `OffsetStore` is that
 map, nothing more: it neither validates commits nor knows the group's state.
 
-Whether and when an offset expires depends on the group (Kafka's
-`ClassicGroup.offsetExpirationCondition` and `OffsetExpirationConditionImpl`): `expiry_condition`
-turns the group's state into an `ExpiryCondition`, or None when nothing may expire in that state,
-and the store answers "what expires by now" and "when is the next expiry" under that condition.
+Whether and when an offset expires depends on the group (Kafka's `OffsetExpirationConditionImpl`): its
+group type turns its state into an `ExpiryCondition` (the classic group's rule: classic/offset_rules.py),
+or None when nothing may expire in that state, and the store answers "what expires by now" and "when is
+the next expiry" under that condition.
 Kafka looks at expiry every `offsets.retention.check.interval.ms`; the engine keeps one timer at the
 exact next deadline instead (PROTOCOL.md section 8 allows it), so both answers are needed.
 
-The commit checks (`commit_error`, `absent_group_commit_error`) are Kafka's
-`ClassicGroup.validateOffsetCommit` and `OffsetMetadataManager.validateOffsetCommit` as functions of
-the few facts they read; the caller passes its own member validation (SEMANTICS.md 4.1) in, so the
-rule lives once.
+`absent_group_commit_error` is `OffsetMetadataManager.validateOffsetCommit` for a group that does not
+exist; the checks of a group that does are its type's (classic/offset_rules.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from .errors import NO_ERROR, Error
-from .model import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, ClassicGroupState
+from .errors import Error
 from .records import new_record
 
 NO_OFFSET = -1  # what OffsetFetch answers for a partition with no committed offset
@@ -120,30 +117,6 @@ class ExpiryCondition:
         return base + self.retention_ms
 
 
-def expiry_condition(
-    state: ClassicGroupState,
-    protocol_type: str | None,
-    state_since_ms: int,
-    subscribed_topics: frozenset[str] | None,
-    retention_ms: int,
-) -> ExpiryCondition | None:
-    """Kafka's ClassicGroup.offsetExpirationCondition with isSubscribedToTopic folded in.
-
-    - no protocol type (a "simple" group that only ever held commits): every offset, from its commit time;
-    - Empty: every offset, from the time the group became Empty;
-    - Stable "consumer" group whose members' subscriptions could be read: offsets of topics nobody
-      subscribes to, from their commit time;
-    - otherwise nothing expires.
-    """
-    if protocol_type is None:
-        return ExpiryCondition(retention_ms)
-    if state is ClassicGroupState.EMPTY:
-        return ExpiryCondition(retention_ms, since_ms=state_since_ms)
-    if state is ClassicGroupState.STABLE and protocol_type == CONSUMER_PROTOCOL_TYPE and subscribed_topics is not None:
-        return ExpiryCondition(retention_ms, kept_topics=subscribed_topics)
-    return None
-
-
 class OffsetStore:
     """(topic, partition) -> committed offset. Listings are sorted, so every answer is deterministic.
 
@@ -209,37 +182,6 @@ def absent_group_commit_error(version: int, generation_id: int) -> Error | None:
     if generation_id < 0:
         return None
     return Error.GROUP_ID_NOT_FOUND if version >= 9 else Error.ILLEGAL_GENERATION
-
-
-def commit_error(
-    state: ClassicGroupState,
-    group_generation_id: int,
-    generation_id: int,
-    member_id: str,
-    group_instance_id: str | None,
-    validate_member: Callable[[str, str | None], Error],
-) -> Error:
-    """ClassicGroup.validateOffsetCommit for a (non-transactional) OffsetCommit; Error.NONE to accept."""
-    if state is DEAD:
-        return Error.COORDINATOR_NOT_AVAILABLE
-    if generation_id < 0 and state is EMPTY:
-        return NO_ERROR  # a simple commit: member id and instance id are not looked at
-    if generation_id >= 0 or member_id != "" or group_instance_id is not None:
-        error = validate_member(member_id, group_instance_id)
-        if error is not NO_ERROR:
-            return error
-        if generation_id != group_generation_id:
-            return Error.ILLEGAL_GENERATION
-    elif state is not EMPTY:
-        return Error.UNKNOWN_MEMBER_ID  # no member id and no generation: only an Empty group takes it
-    if state is COMPLETING:
-        return Error.REBALANCE_IN_PROGRESS
-    return NO_ERROR
-
-
-def commit_keeps_session(state: ClassicGroupState) -> bool:
-    """An accepted commit is a heartbeat in Stable and PreparingRebalance (OffsetMetadataManager.commitOffset)."""
-    return state is STABLE or state is PREPARING
 
 
 def java_length(text: str) -> int:

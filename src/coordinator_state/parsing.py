@@ -164,9 +164,9 @@ def parse_request(
     `record_timestamp_ms` is the Kafka record's timestamp: it stands in for an absent
     `timestamp_ms`, and with `max_clock_skew_ms` (live job only) bounds a client's clock.
     """
-    if isinstance(obj, Invalid):
-        return obj
     if type(obj) is not dict:
+        if isinstance(obj, Invalid):  # decode_record's verdict
+            return obj
         return Invalid(f"envelope: expected a JSON object, got {_type_name(obj)}",
                        Error.INVALID_REQUEST, None, None, None)
     try:

@@ -84,6 +84,25 @@ def leave_body(version: int, error: Error, members: Sequence[tuple[str, str | No
     return body
 
 
+PartitionResults = Sequence[tuple[str, Sequence[tuple[int, Error]]]]  # (topic, [(partition, error)])
+# An enum member's value and name, looked up once: a commit answers every partition.
+_CODES = {e: int(e) for e in Error}
+_NAMES = {e: e.name for e in Error}
+
+
+def commit_body(version: int, error: Error, topics: PartitionResults) -> dict[str, Any]:
+    """OffsetCommit's body: the whole-request error at the top, then one entry per request topic and partition."""
+    body: dict[str, Any] = {"error_code": int(error), "error": error.name}
+    if version >= 3:
+        body["throttle_time_ms"] = 0
+    body["topics"] = [
+        {"name": name, "partitions": [{"partition_index": p, "error_code": _CODES[e], "error": _NAMES[e]}
+                                      for p, e in partitions]}
+        for name, partitions in topics
+    ]
+    return body
+
+
 def error_response_body(api: str, version: int, error: Error, member_id: str = "") -> dict[str, Any]:
     """The default body of `api` at `version` carrying `error` (SEMANTICS.md 9.1)."""
     if api == Api.JOIN_GROUP:

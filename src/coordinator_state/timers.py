@@ -11,6 +11,11 @@ a session deadline, the most frequent event there is) changes the timer in place
 its old entry, when it comes to the top, is pushed again at the timer's current place. Entries of
 removed timers are dropped when they reach the top, or when the heap is rebuilt from `entries`. A
 heartbeat thus allocates nothing that outlives it, which also spares the garbage collector.
+
+A deferred timer (SEMANTICS.md T3a) is one that its own firing at `t` scheduled again with a deadline <= `t`:
+it keeps its key and payload, its deadline becomes `t`, and it leaves the heap, so it is no wake-up
+deadline. It fires at the group's next event at a later time (`pop_deferred_before`); scheduling its key
+again makes it an ordinary timer, cancelling it removes it.
 """
 
 from __future__ import annotations
@@ -41,6 +46,10 @@ OFFSETS_TIMER = TimerKind.OFFSETS
 TimerKey = tuple[TimerKind, str]
 
 
+class TimerFailed(RuntimeError):
+    """A timer's event raised (an engine bug): the event was undone and the timer dropped."""
+
+
 @dataclass(slots=True)
 class Timer:  # changed in place only by Timers.schedule, which journals it
     kind: TimerKind
@@ -50,12 +59,17 @@ class Timer:  # changed in place only by Timers.schedule, which journals it
     # JOIN: (delay, remaining) of an initial delay, () for a rebalance timeout; SYNC: (generation,)
     payload: tuple[int, ...] = ()
 
+    @property
+    def key(self) -> TimerKey:
+        return (self.kind, self.target)
+
 
 @dataclass(slots=True)
 class Timers:
     entries: dict[TimerKey, Timer] = field(default_factory=dict)
     heap: list[tuple[int, int, TimerKey]] = field(default_factory=list)
     next_seq: int = 0
+    deferred: dict[TimerKey, None] = field(default_factory=dict)  # keys of deferred entries, no heap entry
     journal: Journal | None = field(default=None, compare=False, repr=False)  # the group's, during a request
 
     def schedule(self, kind: TimerKind, target: str, deadline: int, payload: tuple[int, ...] = ()) -> None:
@@ -72,7 +86,8 @@ class Timers:
         else:
             if self.journal is not None:
                 self.journal.entries.append((timer, RESCHEDULED, (timer.deadline, timer.seq, timer.payload)))
-            if deadline < timer.deadline:  # later, its current heap entry stays a lower bound
+            # Later: its current heap entry stays a lower bound. Earlier, or deferred (no heap entry): a new one.
+            if (self.deferred and self._undefer(key)) or deadline < timer.deadline:
                 heapq.heappush(self.heap, (deadline, seq, key))
             timer.deadline = deadline
             timer.seq = seq
@@ -87,7 +102,8 @@ class Timers:
         return self.entries.get((kind, target))
 
     def next_deadline(self) -> int | None:
-        """The next deadline; on the way, brings the heap's top to the live timer it belongs to."""
+        """The next deadline of a timer that is not deferred; on the way, brings the heap's top to the live
+        timer it belongs to."""
         heap = self.heap
         entries = self.entries
         while heap:
@@ -96,10 +112,11 @@ class Timers:
             if timer is not None:
                 if timer.seq == seq:
                     return deadline
-                if timer.deadline > deadline or (timer.deadline == deadline and timer.seq > seq):
+                if key not in self.deferred and (
+                        timer.deadline > deadline or (timer.deadline == deadline and timer.seq > seq)):
                     heapq.heapreplace(heap, (timer.deadline, timer.seq, key))  # moved later: its place now
                     continue
-            heapq.heappop(heap)  # removed, or a timer moved earlier, whose own entry comes first
+            heapq.heappop(heap)  # removed, deferred, or a timer moved earlier, whose own entry comes first
         return None
 
     def pop_due(self, now: int) -> Timer | None:
@@ -110,26 +127,60 @@ class Timers:
         _, _, key = heapq.heappop(self.heap)
         return self._remove(key)
 
+    def defer(self, key: TimerKey, t: int) -> None:
+        """Makes the timer under `key`, scheduled again at or before `t` by its own firing at `t`, fire at the
+        group's next event after `t` instead (SEMANTICS.md T3a): out of the heap, so no wake-up deadline."""
+        timer = self.entries[key]
+        if self.journal is not None:
+            self.journal.entries.append((timer, RESCHEDULED, (timer.deadline, timer.seq, timer.payload)))
+            self.journal.entries.append((self.deferred, key, MISSING))
+        timer.deadline = t
+        timer.seq = self.next_seq  # a new place in the tie order, which no heap entry has
+        self.next_seq += 1
+        self.deferred[key] = None
+
+    def pop_deferred_before(self, t: int) -> Timer | None:
+        """Removes and returns the first (in scheduling order) deferred timer deferred before `t`, if any."""
+        due = [self.entries[key] for key in self.deferred if self.entries[key].deadline < t]
+        if not due:
+            return None
+        return self._remove(min(due, key=lambda timer: timer.seq).key)
+
+    def _undefer(self, key: TimerKey) -> bool:
+        if key not in self.deferred:
+            return False
+        if self.journal is not None:
+            self.journal.entries.append((self.deferred, key, None))
+        del self.deferred[key]
+        return True
+
     def _remove(self, key: TimerKey) -> Timer | None:
         timer = self.entries.pop(key, None)
-        if timer is not None and self.journal is not None:
-            self.journal.entries.append((self.entries, key, timer))
+        if timer is not None:
+            if self.journal is not None:
+                self.journal.entries.append((self.entries, key, timer))
+            if self.deferred:
+                self._undefer(key)
         return timer
 
     def rebuild_heap(self) -> None:
         """The heap again from the entries, which are the truth: drops stale entries, and follows an undo."""
-        self.heap = [(t.deadline, t.seq, key) for key, t in self.entries.items()]
+        self.heap = [(t.deadline, t.seq, key) for key, t in self.entries.items() if key not in self.deferred]
         heapq.heapify(self.heap)
 
     def to_json(self) -> list[Any]:
-        return [self.next_seq, [[t.kind.value, t.target, t.deadline, t.seq, list(t.payload)]
-                                for t in sorted(self.entries.values(), key=lambda t: t.seq)]]
+        """[next seq, timers in scheduling order, deferred keys in scheduling order (format 3)]."""
+        ordered = sorted(self.entries.values(), key=lambda t: t.seq)
+        return [self.next_seq, [[t.kind.value, t.target, t.deadline, t.seq, list(t.payload)] for t in ordered],
+                [[t.kind.value, t.target] for t in ordered if t.key in self.deferred]]
 
     @classmethod
     def from_json(cls, data: list[Any]) -> Timers:
         timers = cls(next_seq=int(data[0]))
         for kind, target, deadline, seq, payload in data[1]:
             timer = Timer(TimerKind(kind), target, int(deadline), int(seq), tuple(int(p) for p in payload))
-            timers.entries[(timer.kind, target)] = timer
+            timers.entries[timer.key] = timer
+        for kind, target in data[2] if len(data) > 2 else ():  # formats 1 and 2 had no deferred timers
+            timers.deferred[(TimerKind(kind), target)] = None
         timers.rebuild_heap()
         return timers

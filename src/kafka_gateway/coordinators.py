@@ -293,7 +293,7 @@ class TopicEngine:
         except KafkaError as exc:
             # Not sent: the gateway answers COORDINATOR_NOT_AVAILABLE at the request's bound, the client retries.
             self.send_failures += 1
-            log.warning("cannot produce a %s request: %r", envelope.get("api"), exc)
+            log.warning("cannot produce a %s request: %r", envelope.get(API), exc)
             return
         self.produced += 1
 

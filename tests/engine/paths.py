@@ -25,6 +25,7 @@ from coordinator_state import (
     invalid_response,
     parse_request,
     run_group,
+    snapshot_of,
 )
 
 
@@ -55,7 +56,7 @@ class StoredStateCoordinator:
         for group_id in sorted(self.timeouts, key=lambda g: (self.timeouts[g], g)):
             if t > self.timeouts[group_id]:
                 responses += self._call(group_id, [], watermark=t)
-        snapshots = [decode_group(state, self.config).snapshot() for state in self.states.values()]
+        snapshots = [snapshot_of(decode_group(state, self.config)) for state in self.states.values()]
         return [*responses, answer_list_groups(req, snapshots, t)]
 
     def advance_to(self, ts_ms: int) -> list[dict[str, Any]]:
@@ -69,7 +70,7 @@ class StoredStateCoordinator:
 
     def describe(self, group_id: str) -> dict[str, Any] | None:
         state = self.states.get(group_id)
-        return None if state is None else decode_group(state, self.config).snapshot()
+        return None if state is None else snapshot_of(decode_group(state, self.config))
 
     def _call(self, group_id: str, requests: list[Any], watermark: int | None = None) -> list[dict[str, Any]]:
         watermark = self.watermark if watermark is None else watermark

@@ -13,10 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator_state import Api, LocalCoordinator, encode_group
+from coordinator_state import Api, LocalCoordinator, classic, encode_group
+from coordinator_state.classic.data import GROUP, ClassicGroup
+from coordinator_state.classic.handlers import HANDLERS
 from coordinator_state.config import EngineConfig
-from coordinator_state.group import Group
-from coordinator_state.handlers import HANDLERS
+from coordinator_state.group_step import fire_due
 from coordinator_state.records import Request
 
 from .harness import Env
@@ -107,7 +108,7 @@ def test_any_request_that_fails_leaves_the_group_as_before(steps: list[tuple[Any
             request = {**request, "reply_to": FAULTY}
             group = coordinator.groups.get("g")
             if group is not None:  # what handle does first: the group's clock, its due timers
-                group.fire_due(max(request["timestamp_ms"], group.clock))
+                fire_due(group, max(request["timestamp_ms"], group.clock))
             before = None if group is None else encode_group(group)
             out = coordinator.handle(request)
             mine = [r for r in out if r["reply_to"] == FAULTY]
@@ -137,14 +138,16 @@ def test_the_handlers_table_covers_every_api() -> None:
     assert set(HANDLERS) == set(Api) - {Api.LIST_GROUPS}
 
 
-def test_the_journal_saves_every_attribute_of_a_group_but_its_constant_ones() -> None:
-    """An attribute added to `Group` but left out of the journal would keep a failed request's change."""
-    group = Group.create("g", 0, EngineConfig.from_mapping(None))
-    values = {name: {name: 1} for name in Group.__slots__ if name not in Group.CONSTANT_ATTRIBUTES}
+def test_the_journal_saves_every_field_of_a_group_but_its_identity_and_attached_ones() -> None:
+    """A field declared so that the journal leaves it out would keep a failed request's change."""
+    assert set(ClassicGroup.__slots__) - set(GROUP.journaled) == {"group_type", "group_id", "created_ms", "config",
+                                                                  "journal"}
+    group = classic.create("g", 0, EngineConfig.from_mapping(None))
+    values = {name: {name: 1} for name in GROUP.journaled}
     for name, value in values.items():
         setattr(group, name, value)
-    saved = group.saved_attributes()
+    saved = GROUP.before_image(group)
     for name in values:
         setattr(group, name, None)
-    group.restore_attributes(saved)
+    GROUP.restore(group, saved)
     assert {name: getattr(group, name) for name in values} == values

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coordinator_state import Api, to_json
+from coordinator_state.classic.model import ClassicGroupState
 from coordinator_state.errors import Error
-from coordinator_state.model import ClassicGroupState
 from coordinator_state.output import from_json
 
 

@@ -1,4 +1,5 @@
-"""The offset store and the commit rules (coordinator_state.offsets), case by case as in Kafka's tests.
+"""The offset store and the commit rules (coordinator_state.offsets, classic/offset_rules.py), case by case as in
+Kafka's tests.
 
 The cases follow ClassicGroup.validateOffsetCommit, OffsetMetadataManager.validateOffsetCommit,
 OffsetExpirationConditionImpl and OffsetMetadataManagerTest's classic-group cases.
@@ -14,19 +15,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from coordinator_state.classic.model import ClassicGroupState
+from coordinator_state.classic.offset_rules import commit_error, commit_keeps_session, expiry_condition
 from coordinator_state.consumer_protocol import decode_subscription
 from coordinator_state.errors import Error
-from coordinator_state.model import ClassicGroupState
 from coordinator_state.offsets import (
     CommittedOffset,
     ExpiryCondition,
     OffsetChange,
     OffsetStore,
     absent_group_commit_error,
-    commit_error,
-    commit_keeps_session,
     committed_value,
-    expiry_condition,
     java_length,
     metadata_too_large,
 )

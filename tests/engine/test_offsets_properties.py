@@ -20,7 +20,15 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator_state import EngineConfig, LocalCoordinator, ReplayDriver, decode_group, parse_request, run_group
+from coordinator_state import (
+    EngineConfig,
+    LocalCoordinator,
+    ReplayDriver,
+    decode_group,
+    parse_request,
+    run_group,
+    snapshot_of,
+)
 from coordinator_state.envelope import SIMULATION_EPOCH_MS, Api, request_envelope
 
 from .harness import b64
@@ -235,5 +243,5 @@ def test_micro_batches_give_the_same_answers_and_offsets_topic(
     assert watermark == final_watermark
     assert actual == expected
     assert offsets == finished.offsets
-    final = None if state is None else decode_group(state, engine).snapshot()
+    final = None if state is None else snapshot_of(decode_group(state, engine))
     assert final == local.coordinator.describe("g")

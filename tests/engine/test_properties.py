@@ -23,9 +23,10 @@ from coordinator_state import (
     encode_group,
     parse_request,
     run_group,
+    snapshot_of,
 )
-from coordinator_state.group import Group
-from coordinator_state.model import ClassicGroupState
+from coordinator_state.classic import ClassicGroup
+from coordinator_state.classic.model import ClassicGroupState
 
 from .harness import EPOCH_MS, b64
 
@@ -62,11 +63,16 @@ def random_walk(seed: int, length: int) -> list[tuple[Any, ...]]:
 walks = st.builds(random_walk, st.integers(0, 2**32), st.integers(10, 250))
 
 
+Timeouts = dict[str, tuple[int, int]]  # client -> (session, rebalance) timeout of its joins
+DEFAULT_TIMEOUTS: Timeouts = dict.fromkeys(CLIENTS, (10000, 20000))
+
+
 class Clients:
     """Turns random actions into plausible (and implausible) requests, remembering what each client was told."""
 
-    def __init__(self, static: dict[str, bool]) -> None:
+    def __init__(self, static: dict[str, bool], timeouts: Timeouts = DEFAULT_TIMEOUTS) -> None:
         self.static = static
+        self.timeouts = timeouts
         self.member_id = dict.fromkeys(CLIENTS, "")
         self.stale_id = dict.fromkeys(CLIENTS, "gone")
         self.generation = dict.fromkeys(CLIENTS, -1)
@@ -134,7 +140,8 @@ class Clients:
         if kind == "join":
             _, _, which, protocols, version = step
             chosen = {"known": member_id, "empty": "", "stale": self.stale_id[client]}[which]
-            body.update(session_timeout_ms=10000, rebalance_timeout_ms=20000, member_id=chosen,
+            session, rebalance = self.timeouts[client]
+            body.update(session_timeout_ms=session, rebalance_timeout_ms=rebalance, member_id=chosen,
                         group_instance_id=instance, protocol_type="consumer",
                         protocols=[{"name": p, "metadata": b64(client + p)} for p in protocols])
         elif kind == "sync":
@@ -162,7 +169,7 @@ class Clients:
                 "reply_to": self._reply_to(client), "timestamp_ms": self.now, "body": body}
 
 
-def check_invariants(group: Group, last_generation: int) -> int:
+def check_invariants(group: ClassicGroup, last_generation: int) -> int:
     members = group.members
     assert group.generation_id >= last_generation, "generations never go back"
     assert (group.leader is None) == (not members), "a leader exactly when there are members"
@@ -186,11 +193,11 @@ def check_invariants(group: Group, last_generation: int) -> int:
     return group.generation_id
 
 
-def play(steps: list[tuple[Any, ...]], static: dict[str, bool]) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
-                                                                          LocalCoordinator]:
+def play(steps: list[tuple[Any, ...]], static: dict[str, bool], timeouts: Timeouts = DEFAULT_TIMEOUTS,
+         config: dict[str, Any] = CONFIG) -> tuple[list[dict[str, Any]], list[dict[str, Any]], LocalCoordinator]:
     """Runs the steps against a LocalCoordinator, checking invariants; returns (requests, responses)."""
-    coordinator = LocalCoordinator(CONFIG)
-    clients = Clients(static)
+    coordinator = LocalCoordinator(config)
+    clients = Clients(static, timeouts)
     requests: list[dict[str, Any]] = []
     responses: list[dict[str, Any]] = []
     generation = 0
@@ -248,7 +255,13 @@ def test_micro_batch_boundaries_do_not_change_any_answer(steps: list[tuple[Any, 
                                                          batch_sizes: list[int], lateness: int) -> None:
     """`run_group` over random micro-batches, as the Spark job calls it, equals the record-by-record replay."""
     requests, _, _ = play(steps, static)
-    config = {**CONFIG, "coordinator.lateness.ms": lateness}
+    assert_micro_batches_answer_alike(requests, {**CONFIG, "coordinator.lateness.ms": lateness}, batch_sizes)
+
+
+def assert_micro_batches_answer_alike(requests: list[dict[str, Any]], config: dict[str, Any],
+                                      batch_sizes: list[int]) -> None:
+    """`run_group` over micro-batches of the given sizes (in turn) answers as the record-by-record replay."""
+    lateness = int(config["coordinator.lateness.ms"])
     local = ReplayDriver(config)
     expected: list[dict[str, Any]] = []
     for number, request in enumerate(requests, start=1):
@@ -271,5 +284,5 @@ def test_micro_batch_boundaries_do_not_change_any_answer(steps: list[tuple[Any, 
         if batch:
             watermark = max(watermark, max(r["timestamp_ms"] for r in batch) - lateness)
     assert keyed(actual) == keyed(expected)
-    final = None if state is None else decode_group(state, engine).snapshot()
+    final = None if state is None else snapshot_of(decode_group(state, engine))
     assert final == local.coordinator.describe("g")

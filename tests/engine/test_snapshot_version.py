@@ -13,14 +13,15 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
-from coordinator_state.group import Group
+from coordinator_state import classic, snapshot_of
+from coordinator_state.classic import ClassicGroup, events
 
 from .harness import Env
 from .test_properties import STATIC, play, walks
 
 
-def content(group: Group) -> dict[str, Any]:
-    snapshot = group.snapshot()
+def content(group: ClassicGroup) -> dict[str, Any]:
+    snapshot = snapshot_of(group)
     del snapshot["timestamp_ms"], snapshot["version"]
     return snapshot
 
@@ -30,11 +31,11 @@ def content(group: Group) -> dict[str, Any]:
 def test_the_version_grows_exactly_when_the_snapshot_changed(steps: list[tuple[Any, ...]],
                                                             static: dict[str, bool]) -> None:
     # By id(group); the group itself is kept too, so that a group created after one was removed cannot reuse its id.
-    seen: dict[int, tuple[Group, tuple[dict[str, Any], int]]] = {}
+    seen: dict[int, tuple[ClassicGroup, tuple[dict[str, Any], int]]] = {}
     checked = []
-    original = Group.end_event
+    original = events.end_event
 
-    def end_event(group: Group, t: int) -> None:
+    def end_event(group: ClassicGroup, t: int) -> None:
         before = seen[id(group)][1] if id(group) in seen else None
         if before is None:  # the group as created (version 1), or as decoded
             before = (content(group), group.version) if group.version > 1 else (_created(group), 1)
@@ -46,13 +47,13 @@ def test_the_version_grows_exactly_when_the_snapshot_changed(steps: list[tuple[A
         checked.append(changed)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Group, "end_event", end_event)
+        patch.setattr(events, "end_event", end_event)
         play(steps, static)
     assert checked  # the walk had events
 
 
-def _created(group: Group) -> dict[str, Any]:
-    fresh = Group.create(group.group_id, group.created_ms, group.config)
+def _created(group: ClassicGroup) -> dict[str, Any]:
+    fresh = classic.create(group.group_id, group.created_ms, group.config)
     return content(fresh)
 
 

@@ -28,7 +28,7 @@ from coordinator_job.replay import ReplayResult, offset_tombstone, replay_local,
 from coordinator_job.settings import APPLY_IN_PANDAS_WITH_STATE, STATEFUL_OPERATORS, TRANSFORM_WITH_STATE, load_settings
 from coordinator_lab.traffic_gen import join_request
 from coordinator_state import SIMULATION_EPOCH_MS as EPOCH_MS
-from coordinator_state import Invalid, decode_record, parse_raw, tick_envelope, to_json
+from coordinator_state import Api, Invalid, decode_record, parse_raw, request_envelope, tick_envelope, to_json
 from tests.replays import assert_same, keyed
 from tests.traffic import HOSTILE, build_traffic, write_traffic
 
@@ -123,6 +123,40 @@ def test_late_requests_are_processed_not_lost_but_may_be_answered_differently(sp
     key = (late["reply_to"], 999_999)
     assert key in keyed(local.responses) and key in keyed(spark_run.responses)  # answered by both, never lost
     assert local.counts["late_requests"] == 1 and spark_run.counts["late_requests"] == 1
+
+
+def test_a_join_phase_postponed_at_the_same_instant_does_not_stop_the_query(spark: SparkSession,
+                                                                           tmp_path: Path) -> None:
+    """Issue 17, defect 3: a group left with one static member that has not rejoined, whose rebalance timeout is
+    0, postpones its join phase to the same instant (SEMANTICS.md T3a). The query goes on answering another
+    group, and answers as the local replay, in micro-batches of 3 records (the leave and the other group's join
+    in one)."""
+    settings = load_settings()
+
+    def request(api: str, group: str, client: str, t: int, version: int, **body: Any) -> bytes:
+        return to_json(request_envelope(api, {"group_id": group, **body}, version=version, correlation_id=t - EPOCH_MS,
+                                        client_id=client, reply_to=client, timestamp_ms=t)).encode()
+
+    def join(group: str, client: str, t: int, rebalance: int, version: int, instance: str | None = None) -> bytes:
+        return request(Api.JOIN_GROUP, group, client, t, version, session_timeout_ms=10_000,
+                       rebalance_timeout_ms=rebalance, member_id="", group_instance_id=instance,
+                       protocol_type="consumer", protocols=[{"name": "range", "metadata": ""}])
+
+    joined = [join("stuck", "d", EPOCH_MS, 5000, 3), join("stuck", "s", EPOCH_MS + 1, 0, 9, "i-s"),
+              to_json(tick_envelope(EPOCH_MS + 8000)).encode()]  # the join phase ends at 5000 ms
+    [answer] = [json.loads(r) for r in replay_local(joined, settings).responses if json.loads(r)["reply_to"] == "d"]
+    traffic = [*joined,
+               request(Api.LEAVE_GROUP, "stuck", "d", EPOCH_MS + 9000, 5,
+                       members=[{"member_id": answer["body"]["member_id"], "group_instance_id": None}]),
+               join("other", "o", EPOCH_MS + 9100, 5000, 3),
+               to_json(tick_envelope(EPOCH_MS + 30_000)).encode()]
+    expected = replay_local(traffic, settings)
+    [other] = [json.loads(r) for r in expected.responses if json.loads(r)["reply_to"] == "o"]
+    assert other["body"]["generation_id"] == 1  # another group, answered after the postponement
+    stuck = json.loads(expected.snapshots["stuck"])
+    assert (stuck["state"], stuck["generation_id"]) == ("Empty", 2)  # once the static member's session ended
+    actual = replay_spark(write_traffic(tmp_path / "postponed.jsonl", traffic), settings, 3, None, None)
+    assert_same(actual, expected)
 
 
 Record = tuple[str | None, str | None]  # key, value

@@ -24,7 +24,7 @@ from ..config import EngineConfig
 from ..envelope import Response
 from ..journal import MISSING, Journal
 from ..records import Topology
-from ..timers import HEARTBEAT_TIMER, JOIN_TIMER, RETENTION_TIMER, SYNC_TIMER, Timers
+from ..timers import HEARTBEAT_TIMER, JOIN_TIMER, RETENTION_TIMER, SYNC_TIMER, TimerKind, Timers
 from .assignor import AssignorMember, SubtopologyTasks, assign
 from .member import StreamsMember
 from .reconciliation import CurrentOwners, MemberState
@@ -232,25 +232,38 @@ class StreamsGroup:
     # ------------------------------------------------------------------ timers
 
     def fire_due(self, now: int) -> None:
-        """Fires every timer due at or before `now`, in (deadline, scheduling) order; firing answers nothing."""
+        """Fires every timer due at or before `now`, in (deadline, scheduling) order; firing answers nothing.
+
+        Each firing is one atomic event: one that raises leaves the group as it was before it, with that timer
+        dropped (so that it cannot fire again and again), and the exception goes on to the caller."""
         while (timer := self.timers.pop_due(now)) is not None:
-            t = max(self.clock, timer.deadline)
-            self.clock = t
-            if timer.kind is SESSION_TIMER:
-                if timer.target in self.members:
-                    self.fence(timer.target, t)
-            elif timer.kind is REBALANCE_TIMER:
-                member = self.members.get(timer.target)
-                if member is not None and member.member_epoch == timer.payload[0]:
-                    self.fence(timer.target, t)
-            elif timer.kind is INITIAL_TIMER:
-                # computeDelayedTargetAssignment; 4.4 skips it when only the group-creating heartbeat configured the
-                # topology, this engine does not (PROTOCOL.md section 10, Timers)
-                if self.members and self.group_epoch > self.assignment_epoch:
-                    self.compute_targets(t)
-            elif timer.kind is RETENTION_TIMER and not self.members:
-                self.removed = True
+            self.begin()
+            try:
+                self._fire(timer.kind, timer.target, timer.payload, max(self.clock, timer.deadline))
+            except BaseException:
+                self.undo()
+                self.timers.cancel(timer.kind, timer.target)
+                raise
+            self.commit()
+            if self.removed:
                 return
+
+    def _fire(self, kind: TimerKind, target: str, payload: tuple[int, ...], t: int) -> None:
+        self.clock = t
+        if kind is SESSION_TIMER:
+            if target in self.members:
+                self.fence(target, t)
+        elif kind is REBALANCE_TIMER:
+            member = self.members.get(target)
+            if member is not None and member.member_epoch == payload[0]:
+                self.fence(target, t)
+        elif kind is INITIAL_TIMER:
+            # computeDelayedTargetAssignment; 4.4 skips it when only the group-creating heartbeat configured the
+            # topology, this engine does not (PROTOCOL.md section 10, Timers)
+            if self.members and self.group_epoch > self.assignment_epoch:
+                self.compute_targets(t)
+        elif kind is RETENTION_TIMER and not self.members:
+            self.removed = True
 
     def next_deadline(self) -> int | None:
         return self.timers.next_deadline()

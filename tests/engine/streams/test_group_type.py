@@ -11,7 +11,7 @@ from coordinator_state.config import EngineConfig
 from coordinator_state.output import to_json
 from coordinator_state.records import Reply, StreamsGroupHeartbeat, Subtopology, TopicInfo, Topology
 from coordinator_state.streams import group_type
-from coordinator_state.streams.group import StreamsGroup
+from coordinator_state.streams.group import SESSION_TIMER, StreamsGroup
 from coordinator_state.streams.heartbeat import HeartbeatOutcome, streams_heartbeat
 
 CONFIG = EngineConfig.from_mapping({"group.streams.initial.rebalance.delay.ms": 0,
@@ -85,3 +85,22 @@ def test_a_refused_join_creates_no_group() -> None:
     refused = _hb("a1", 0, 1000)._replace(rebalance_timeout_ms=-1)
     answer = group_type.absent_group(refused, 1000)
     assert answer is not None and answer["body"]["error"] == "INVALID_REQUEST"
+
+
+def test_a_timer_that_raises_changes_nothing_and_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    group = _send(None, _hb("a1", 0, 1000, instance="i1"))
+    group = _send(group, _hb("b1", 0, 2000, process="p2"))
+    before = group_type.snapshot(group)
+
+    def fence_then_fail(self: StreamsGroup, member_id: str, t: int) -> None:
+        original_fence(self, member_id, t)
+        raise InjectedFault("after fencing")
+    original_fence = StreamsGroup.fence
+    monkeypatch.setattr(StreamsGroup, "fence", fence_then_fail)
+    with pytest.raises(InjectedFault):
+        group_type.fire_due(group, 46000)  # a1's session (b1's is due at 47000)
+    monkeypatch.undo()
+    assert group_type.snapshot(group) == before  # nothing changed...
+    assert group.timers.get(SESSION_TIMER, "a1") is None  # ...but the failed timer is dropped
+    group_type.fire_due(group, 47000)
+    assert list(group.members) == ["a1"] and group.group_epoch == 4

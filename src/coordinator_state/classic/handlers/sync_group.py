@@ -4,19 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..errors import NO_ERROR, Error
-from ..group import Group
+from ...errors import NO_ERROR, Error
+from ...records import SyncGroup
+from ..answers import answer_sync
+from ..data import ClassicGroup
+from ..membership import schedule_session, synced, validate_member
 from ..model import STABLE, ClassicGroupState, Member
-from ..records import SyncGroup
+from ..rebalance import transition_to
 
 
-def _park_until_assignment(group: Group, member: Member, req: SyncGroup, t: int) -> None:
+def _park_until_assignment(group: ClassicGroup, member: Member, req: SyncGroup, t: int) -> None:
     """CompletingRebalance (6.2): park; the leader's assignment completes everyone's."""
     group.changing(member)
     if member.sync_waiter is not None:  # SEMANTICS.md 14.4
-        group.answer_sync(member.sync_waiter, t, Error.REBALANCE_IN_PROGRESS)
+        answer_sync(group, member.sync_waiter, t, Error.REBALANCE_IN_PROGRESS)
     member.sync_waiter = req.reply
-    group.synced(member.member_id)
+    synced(group, member.member_id)
     if member.member_id != group.leader:
         return
     assignments = dict(req.assignments)
@@ -28,19 +31,19 @@ def _park_until_assignment(group: Group, member: Member, req: SyncGroup, t: int)
             group.touch()
     for each in group.members.values():
         if each.sync_waiter is not None:
-            group.answer_sync(each.sync_waiter, t, NO_ERROR, each.assignment)
+            answer_sync(group, each.sync_waiter, t, NO_ERROR, each.assignment)
             each.sync_waiter = None
-            group.schedule_session(each, t)
-    group.transition_to(STABLE)
+            schedule_session(group, each, t)
+    transition_to(group, STABLE)
 
 
-def _answer_stored_assignment(group: Group, member: Member, req: SyncGroup, t: int) -> None:
+def _answer_stored_assignment(group: ClassicGroup, member: Member, req: SyncGroup, t: int) -> None:
     """Stable (6.1 row 11): the member's assignment at once; no session refresh [4.x]."""
-    group.synced(member.member_id)
-    group.answer_sync(req.reply, t, NO_ERROR, member.assignment)
+    synced(group, member.member_id)
+    answer_sync(group, req.reply, t, NO_ERROR, member.assignment)
 
 
-SyncAction = Callable[[Group, Member, SyncGroup, int], None]
+SyncAction = Callable[[ClassicGroup, Member, SyncGroup, int], None]
 
 # Answered before the member is looked at (6.1 row 4): an Empty group has no members.
 REFUSED_BEFORE_MEMBER_CHECKS: dict[ClassicGroupState, Error] = {ClassicGroupState.EMPTY: Error.UNKNOWN_MEMBER_ID}
@@ -52,12 +55,12 @@ AFTER_MEMBER_CHECKS: dict[ClassicGroupState, Error | SyncAction] = {
 }
 
 
-def handle_sync_group(group: Group, req: SyncGroup, t: int) -> None:
+def handle_sync_group(group: ClassicGroup, req: SyncGroup, t: int) -> None:
     refused = REFUSED_BEFORE_MEMBER_CHECKS.get(group.state)
     if refused is not None:
-        group.answer_sync(req.reply, t, refused)
+        answer_sync(group, req.reply, t, refused)
         return
-    error = group.validate_member(req.member_id, req.group_instance_id)
+    error = validate_member(group, req.member_id, req.group_instance_id)
     if error is NO_ERROR and req.generation_id != group.generation_id:
         error = Error.ILLEGAL_GENERATION
     if error is NO_ERROR and (
@@ -65,10 +68,10 @@ def handle_sync_group(group: Group, req: SyncGroup, t: int) -> None:
             or (req.protocol_name is not None and req.protocol_name != group.protocol_name)):
         error = Error.INCONSISTENT_GROUP_PROTOCOL
     if error is not NO_ERROR:
-        group.answer_sync(req.reply, t, error)
+        answer_sync(group, req.reply, t, error)
         return
     action = AFTER_MEMBER_CHECKS[group.state]
     if isinstance(action, Error):
-        group.answer_sync(req.reply, t, action)
+        answer_sync(group, req.reply, t, action)
     else:
         action(group, group.members[req.member_id], req, t)

@@ -1,12 +1,16 @@
-"""The group's data model (SEMANTICS.md section 1): states with their allowed transitions, and members."""
+"""The classic group's vocabulary (SEMANTICS.md sections 1 and 3): its states with their allowed transitions,
+and its members, declared once (declared.py) for the journal, the state codec and the snapshot."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .records import Protocol, Reply
+from ..declared import Declaration, attached, declared, identity, stored
+from ..records import Protocol, Reply
+
+if TYPE_CHECKING:
+    from .data import ClassicGroup
 
 
 class ClassicGroupState(StrEnum):
@@ -65,7 +69,7 @@ DEAD = ClassicGroupState.DEAD
 # The name this enum had before: kept for code that imports it (not PySpark's GroupState of job.py).
 GroupState = ClassicGroupState
 
-# Allowed previous states of each state, as in Kafka's ClassicGroupState; `Group.transition_to` checks it.
+# Allowed previous states of each state, as in Kafka's ClassicGroupState; `rebalance.transition_to` checks it.
 VALID_PREVIOUS_STATES: dict[ClassicGroupState, frozenset[ClassicGroupState]] = {
     ClassicGroupState.EMPTY: frozenset({ClassicGroupState.PREPARING_REBALANCE}),
     ClassicGroupState.PREPARING_REBALANCE: frozenset(
@@ -80,36 +84,58 @@ class IllegalTransition(RuntimeError):
     """A transition the state table forbids: a bug in the engine, never the client's fault."""
 
 
-@dataclass(slots=True)
-class Member:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: tuple[Protocol, ...]
-    assignment: str = ""
-    join_waiter: Reply | None = None
-    sync_waiter: Reply | None = None
-    is_new: bool = True
-    rank: int = 0  # join order, for restoring it after an undo (journal.py); not part of the state
-
-    def mutable_fields(self) -> tuple[Any, ...]:
-        """The fields a request may change: a member's before-image in the undo journal."""
-        return (self.protocols, self.session_timeout_ms, self.rebalance_timeout_ms, self.assignment,
-                self.join_waiter, self.sync_waiter, self.is_new)
-
-    def restore(self, fields: tuple[Any, ...]) -> None:
-        (self.protocols, self.session_timeout_ms, self.rebalance_timeout_ms, self.assignment,
-         self.join_waiter, self.sync_waiter, self.is_new) = fields
-
-    def metadata_for(self, protocol_name: str | None) -> str | None:
-        for protocol in self.protocols:
-            if protocol.name == protocol_name:
-                return protocol.metadata
+def _reply_to_json(reply: Reply | None) -> list[Any] | None:
+    if reply is None:
         return None
+    return [reply.api, reply.version, reply.correlation_id, reply.client_id, reply.reply_to]
+
+
+def _reply_from_json(data: list[Any] | None) -> Reply | None:
+    return None if data is None else Reply(data[0], data[1], data[2], data[3], data[4])
+
+
+def _protocols_to_json(protocols: tuple[Protocol, ...]) -> list[list[str]]:
+    return [[p.name, p.metadata] for p in protocols]
+
+
+def _protocols_from_json(data: list[list[str]]) -> tuple[Protocol, ...]:
+    return tuple(Protocol(name, metadata) for name, metadata in data)
+
+
+def _subscription(protocols: tuple[Protocol, ...], group: ClassicGroup) -> str | None:
+    """What the snapshot shows of a member's protocols: its metadata for the group's selected protocol."""
+    return metadata_for(protocols, group.protocol_name)
+
+
+def metadata_for(protocols: tuple[Protocol, ...], protocol_name: str | None) -> str | None:
+    """A member's metadata for a protocol (None if it does not offer it)."""
+    for protocol in protocols:
+        if protocol.name == protocol_name:
+            return protocol.metadata
+    return None
+
+
+@declared()
+class Member:
+    """A member (SEMANTICS.md 1.2). A static replacement makes a new Member: the identity fields never change."""
+
+    member_id: str = identity("id", shown="member_id")
+    group_instance_id: str | None = identity("instance", shown="group_instance_id")
+    client_id: str = identity("client_id", shown="client_id")
+    client_host: str = identity("client_host", shown="client_host")
+    session_timeout_ms: int = stored("session", shown="session_timeout_ms")
+    rebalance_timeout_ms: int = stored("rebalance", shown="rebalance_timeout_ms")
+    protocol_type: str = identity("protocol_type")
+    protocols: tuple[Protocol, ...] = stored("protocols", encode=_protocols_to_json, decode=_protocols_from_json,
+                                             shown="subscription", view=_subscription)
+    assignment: str = stored("assignment", default="", shown="assignment")
+    join_waiter: Reply | None = stored("join_waiter", default=None, encode=_reply_to_json, decode=_reply_from_json)
+    sync_waiter: Reply | None = stored("sync_waiter", default=None, encode=_reply_to_json, decode=_reply_from_json)
+    is_new: bool = stored("is_new", default=True)
+    rank: int = attached(default=0)  # join order, for restoring it after an undo (journal.py)
 
     def matches(self, protocols: tuple[Protocol, ...]) -> bool:
         return self.protocols == protocols
+
+
+MEMBER = Declaration(Member)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..envelope import Response, response_envelope
-from ..errors import Error
-from ..group import Group
-from ..offsets import NO_LEADER_EPOCH, NO_METADATA, NO_OFFSET, CommittedOffset, OffsetStore
-from ..records import OffsetFetch
+from ...envelope import Response, response_envelope
+from ...errors import Error
+from ...offsets import NO_LEADER_EPOCH, NO_METADATA, NO_OFFSET, CommittedOffset, OffsetStore
+from ...records import OffsetFetch
+from ..answers import answer
+from ..data import ClassicGroup
 
 _NONE = {"error_code": int(Error.NONE), "error": Error.NONE.name}
 
@@ -61,5 +62,5 @@ def absent_group(req: OffsetFetch, t: int) -> Response:
     return response_envelope(req.reply, req.group_id, t, fetch_body(req, None))
 
 
-def handle_offset_fetch(group: Group, req: OffsetFetch, t: int) -> None:
-    group.answer(req.reply, t, fetch_body(req, group.offsets))
+def handle_offset_fetch(group: ClassicGroup, req: OffsetFetch, t: int) -> None:
+    answer(group, req.reply, t, fetch_body(req, group.offsets))

@@ -1,0 +1,42 @@
+"""The classic group type: Kafka's classic consumer group (SEMANTICS.md), one module behind the group-type
+interface of group_types.py.
+
+By concern:
+
+- model.py: its states and their transitions, and its members;
+- data.py: its data, declared once (declared.py), and its undo journal;
+- membership.py, rebalance.py, expiry.py: the procedures (members; the join phase; what times out);
+- offset_rules.py: Kafka's rules for its committed offsets;
+- answers.py: the responses it decides;
+- handlers/: one module per API, and the table of them;
+- events.py: a request or a timer as one atomic event, and the table of timer handlers;
+- snapshot.py, codec.py: what it shows and what it stores, derived from its declaration.
+
+It may import the engine's shared modules, never group_types.py or another group type.
+"""
+
+from __future__ import annotations
+
+from ..config import EngineConfig
+from ..timers import RETENTION_TIMER
+from .codec import decode, encode
+from .data import GROUP_TYPE, ClassicGroup
+from .events import deadline_lower_bound, fire_due, handle, next_deadline
+from .handlers import HANDLERS, absent_group
+from .snapshot import snapshot
+
+NAME = GROUP_TYPE
+# The APIs whose requests for a group that does not exist this type answers (or creates the group for).
+APIS = frozenset(HANDLERS)
+
+
+def create(group_id: str, t: int, config: EngineConfig) -> ClassicGroup:
+    """A new Empty group (SEMANTICS.md 5.2 row 4), with its retention timer running."""
+    group = ClassicGroup.new(group_id, t, config)
+    group.timers.schedule(RETENTION_TIMER, "", t + config.empty_group_retention_ms)
+    group.version = 1
+    return group
+
+
+__all__ = ["APIS", "NAME", "ClassicGroup", "absent_group", "create", "deadline_lower_bound", "decode", "encode",
+           "fire_due", "handle", "next_deadline", "snapshot"]

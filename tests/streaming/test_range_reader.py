@@ -1,0 +1,133 @@
+"""The source's range reader on a real broker: exact ranges, a deadline for the whole range, reads that do not
+freeze on a long embedded-broker log, and (with Spark) a task past its deadline retried, then the batch failed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from kafka import KafkaProducer
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
+
+from coordinator_job import kafka_source
+from coordinator_job.broker import EmbeddedBroker, create_topics
+from coordinator_job.kafka_source import KafkaOffsetRange, RangeReadTimeout, read_offset_range
+from coordinator_lab.fetch_cost import fill
+
+pytestmark = pytest.mark.kafka
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    try:
+        for value in values:
+            producer.send(topic, value=value, partition=0)
+        producer.flush()
+    finally:
+        producer.close()
+
+
+def _read(bootstrap: str, topic: str, start: int, end: int, timeout_ms: int = 20_000) -> list[tuple[int, bytes]]:
+    rows = read_offset_range(KafkaOffsetRange(bootstrap, topic, 0, start, end, timeout_ms))
+    return [(row[4], row[1]) for row in rows]
+
+
+def test_consecutive_and_repeated_ranges_read_exactly_their_records(
+        kafka_bootstrap: str, unique_topic: Callable[[str], str]) -> None:
+    topic = unique_topic("t")
+    create_topics(kafka_bootstrap, [(topic, 1, False)])
+    _produce(kafka_bootstrap, topic, [f"v{i}".encode() for i in range(30)])
+    # Consecutive ranges continue from what the worker's consumer fetched ahead; a retried or earlier range seeks.
+    for start, end in [(0, 7), (7, 20), (20, 30), (5, 9), (9, 10)]:
+        assert _read(kafka_bootstrap, topic, start, end) == [(i, f"v{i}".encode()) for i in range(start, end)]
+
+
+@pytest.fixture
+def trickle(kafka_bootstrap: str, unique_topic: Callable[[str], str]) -> Iterator[str]:
+    """A topic that gets one record every 100 ms for 30 s (or until the test ends)."""
+    topic = unique_topic("trickle")
+    create_topics(kafka_bootstrap, [(topic, 1, False)])
+    stop = threading.Event()
+
+    def drip() -> None:
+        producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, linger_ms=0)
+        deadline = time.monotonic() + 30
+        while not stop.wait(0.1) and time.monotonic() < deadline:
+            producer.send(topic, value=b"drop", partition=0)
+        producer.close()
+
+    thread = threading.Thread(target=drip, daemon=True)
+    thread.start()
+    yield topic
+    stop.set()
+    thread.join()
+
+
+def test_a_trickle_fails_the_task_at_its_deadline(kafka_bootstrap: str, trickle: str) -> None:
+    """Records keep coming, too few: the read fails when its time is up, not when they stop."""
+    started = time.monotonic()
+    rows: list[tuple[int, bytes]] = []
+    with pytest.raises(RangeReadTimeout, match=r"of the 1000 records .* within pollTimeoutMs=2000 ms") as failure:
+        for row in read_offset_range(KafkaOffsetRange(kafka_bootstrap, trickle, 0, 0, 1000, 2000)):
+            rows.append(row)
+    assert 3 <= len(rows) < 1000  # it did read the trickle
+    assert time.monotonic() - started < 6
+    assert f"read {len(rows)} of the 1000 records" in str(failure.value)
+
+
+@pytest.fixture(scope="module")
+def long_log() -> Iterator[tuple[str, int]]:
+    """An embedded broker whose partition holds 15,000 one-record batches: (bootstrap servers, log end offset).
+
+    Tansu lists every batch of the partition on each fetch and answers with no records when the fetch's wait runs
+    out first: 5 ms lists ~10^4 batches on a quiet machine, a few thousand on a busy one."""
+    with EmbeddedBroker() as broker:
+        create_topics(broker.bootstrap_servers, [("long", 1, False)])
+        _, end = fill(broker, "long", 0, 15_000)
+        yield broker.bootstrap_servers, end
+
+
+def test_reads_the_tail_of_a_long_embedded_broker_log(long_log: tuple[str, int]) -> None:
+    bootstrap, end = long_log
+    offsets = [offset for offset, _ in _read(bootstrap, "long", end - 500, end)]
+    assert offsets[-1] == end - 1 and offsets == sorted(set(offsets))
+
+
+def test_a_fetch_wait_too_short_for_the_log_widens_until_the_broker_answers(
+        long_log: tuple[str, int], caplog: pytest.LogCaptureFixture) -> None:
+    """A wait like the reader's before (5 ms) froze on a long log: the broker answered every fetch with nothing."""
+    bootstrap, end = long_log
+    part = KafkaOffsetRange(bootstrap, "long", 0, end - 500, end, 30_000, fetch_max_wait_ms=1)
+    with caplog.at_level("WARNING", logger=kafka_source.__name__):
+        offsets = [row[4] for row in read_offset_range(part)]
+    assert offsets[-1] == end - 1 and offsets == sorted(set(offsets))
+    assert "return nothing below the high watermark" in caplog.text and "fetch wait now 2 ms" in caplog.text
+
+
+@pytest.mark.spark
+def test_a_source_task_that_cannot_read_in_time_is_retried_then_fails_the_batch(
+        spark: SparkSession, long_log: tuple[str, int], tmp_path: Path) -> None:
+    bootstrap, _ = long_log
+    # A 1 ms wait reads nothing from this log, and 300 ms are up before the reader widens it.
+    records = (spark.readStream.format("coordinator_kafka").option("kafka.bootstrap.servers", bootstrap)
+               .option("subscribe", "long").option("startingOffsets", "latest")
+               .option("pollTimeoutMs", "300").option("fetchMaxWaitMs", "1").load())
+    query = (records.writeStream.format("noop").option("checkpointLocation", str(tmp_path))
+             .trigger(processingTime="200 milliseconds").start())
+    try:
+        deadline = time.monotonic() + 120
+        while query.lastProgress is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        _produce(bootstrap, "long", [b"late"] * 50)  # the next micro-batch's range
+        with pytest.raises(StreamingQueryException, match=r"RangeReadTimeout: coordinator_kafka: read 0 of the 50"):
+            query.awaitTermination(timeout=120)
+        tracker = spark.sparkContext.statusTracker()
+        stages = [tracker.getStageInfo(stage) for job in tracker.getJobIdsForGroup(str(query.runId))
+                  for stage in tracker.getJobInfo(job).stageIds]
+        assert [stage.numFailedTasks for stage in stages if stage.numFailedTasks] == [4]  # local[2,4]: 4 attempts
+    finally:
+        query.stop()
