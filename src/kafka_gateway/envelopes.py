@@ -1,9 +1,9 @@
-"""The eight group APIs between Kafka's wire structs and the coordinator's envelopes (PROTOCOL.md 2, 3, 8).
+"""The group APIs between Kafka's wire structs and the coordinator's envelopes (PROTOCOL.md 2, 3, 8, 10).
 
 A request body is the decoded request in the envelope's naming (`codec.message_to_body`). Most requests
-become one envelope. OffsetFetch v8+ and DescribeGroups may name several groups, while an envelope holds
-exactly one (section 8): `split_request` makes one body per group, and `merge_answers` puts the answers
-back together in the request's order. A part the coordinator did not answer in time, or answered with a
+become one envelope. OffsetFetch v8+, DescribeGroups and StreamsGroupDescribe may name several groups, while an
+envelope holds exactly one (sections 8 and 10): `split_request` makes one body per group, and `merge_answers`
+puts the answers back together in the request's order. A part the coordinator did not answer in time, or answered with a
 bare error (an invalid request has only `error_code`), is answered with that error where the API carries
 its errors (per group, per partition), so the client sees the error instead of an empty success.
 """
@@ -21,18 +21,22 @@ from .apis import GROUP_APIS
 
 COORDINATOR_NOT_AVAILABLE: Final = int(Error.COORDINATOR_NOT_AVAILABLE)
 API_NAMES: Final[dict[ApiKey, str]] = {api_key: api_key.name for api_key in GROUP_APIS}
+# The request field that names the groups of a describe, split one group per envelope.
+_GROUP_LISTS: Final = {ApiKey.DescribeGroups: "groups", ApiKey.StreamsGroupDescribe: "group_ids"}
 
 
 def is_split_by_group(api_key: ApiKey, version: int) -> bool:
-    """True for the requests that may name several groups: DescribeGroups, OffsetFetch v8+."""
-    return api_key == ApiKey.DescribeGroups or (api_key == ApiKey.OffsetFetch and version >= 8)
+    """True for the requests that may name several groups: DescribeGroups, StreamsGroupDescribe, OffsetFetch v8+."""
+    return api_key in _GROUP_LISTS or (api_key == ApiKey.OffsetFetch and version >= 8)
+
 
 
 def split_request(api_key: ApiKey, version: int, body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One envelope body per group the request names (none for a DescribeGroups of no group)."""
+    """One envelope body per group the request names (none for a describe of no group)."""
     if not is_split_by_group(api_key, version):
         return [dict(body)]
-    return [{**body, "groups": [group]} for group in body.get("groups") or []]
+    field = _GROUP_LISTS.get(api_key, "groups")
+    return [{**body, field: [group]} for group in body.get(field) or []]
 
 
 def merge_answers(
@@ -76,7 +80,7 @@ def _error_carrier(api_key: ApiKey, version: int) -> str | None:
         return "topics"
     if api_key == ApiKey.OffsetFetch:
         return "groups" if version >= 8 else "topics"
-    if api_key == ApiKey.DescribeGroups:
+    if api_key in _GROUP_LISTS:
         return "groups"
     return None
 
@@ -100,6 +104,7 @@ def error_answer(api_key: ApiKey, version: int, part: Mapping[str, Any], error_c
                              "error_code": error_code} for index in topic.get("partition_indexes") or []]}
             for topic in part.get("topics") or []]
         return {"error_code": error_code, "topics": topics}
-    if api_key == ApiKey.DescribeGroups:
-        return {"groups": [{"group_id": group_id, "error_code": error_code} for group_id in part.get("groups") or []]}
+    if api_key in _GROUP_LISTS:
+        return {"groups": [{"group_id": group_id, "error_code": error_code}
+                           for group_id in part.get(_GROUP_LISTS[api_key]) or []]}
     return {"error_code": error_code}
