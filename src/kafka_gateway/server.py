@@ -6,7 +6,8 @@ actions that come back are carried out here. Each client connection has its own 
 opened on its first proxied request to the upstream node its port stands for (the bootstrap port's: a
 bootstrap server), so the upstream answers it in order. A connection's bytes are read only while the gateway
 is `reading` it (the socket's buffers then hold the rest, and TCP slows the client down). Any failure while
-serving one connection closes that connection, with a log line, and nothing else.
+serving one connection closes that connection, with a log line, and nothing else. The gateway's own upstream
+requests for streams groups (topic metadata, internal topics) run as tasks on the `UpstreamAdmin`'s connection.
 """
 
 from __future__ import annotations
@@ -22,11 +23,22 @@ from typing import Any
 
 from .chain import Port
 from .coordinators import Coordinator
-from .gateway import Action, CloseClient, Gateway, ResumeReading, ToClient, ToCoordinator, ToUpstream
+from .gateway import (
+    Action,
+    CloseClient,
+    CreateTopics,
+    FetchTopicMetadata,
+    Gateway,
+    ResumeReading,
+    ToClient,
+    ToCoordinator,
+    ToUpstream,
+)
 from .port_mapping import UpstreamDirectory
 from .security.sasl_client import UpstreamSecurity, open_upstream
 from .security.tls import certificate_principal
 from .security.units import Security
+from .upstream_admin import UpstreamAdmin
 
 log = logging.getLogger(__name__)
 READ_BYTES = 65536
@@ -58,12 +70,13 @@ class GatewayServer:
     def __init__(self, gateway: Gateway, coordinator: Coordinator, upstream: UpstreamDirectory,
                  clock_ms: Callable[[], int] = wall_clock_ms, status_interval_s: float = 10.0,
                  idle_timeout_s: float = 600.0, upstream_security: UpstreamSecurity | None = None,
-                 security: Security | None = None) -> None:
+                 security: Security | None = None, admin: UpstreamAdmin | None = None) -> None:
         self.gateway = gateway
         self.coordinator = coordinator
         self.upstream = upstream
         self.upstream_security = upstream_security or UpstreamSecurity()
         self.security = security
+        self.admin = admin or UpstreamAdmin(upstream, self.upstream_security, gateway.upstream_versions)
         self.clock_ms = clock_ms
         self.status_interval_s = status_interval_s
         self.idle_timeout_s = idle_timeout_s
@@ -94,6 +107,7 @@ class GatewayServer:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.admin.close()
         await self.coordinator.stop()
         log.info("gateway stopped: %s", self.status_line())
 
@@ -106,6 +120,8 @@ class GatewayServer:
                 f"in_flight={self.gateway.in_flight} timeouts={counters['coordinator_timeouts']} "
                 f"late_dropped={counters['late_answers_dropped']} bad_connections_closed={closes} "
                 f"unmapped_nodes={counters['closed_UnmappedNode']} "
+                f"internal_topics_created={counters['internal_topics_created']} "
+                f"internal_topic_errors={counters['internal_topic_errors']} "
                 f"crashes={self.crashes} {self.coordinator.status()}")
 
     # ---- client connections ----------------------------------------------------------------------------
@@ -178,6 +194,27 @@ class GatewayServer:
                 session = self._sessions.get(action.connection)
                 if session is not None:
                     session.resume.set()
+            elif isinstance(action, FetchTopicMetadata):
+                self._spawn(self._fetch_topic_counts(action.topics), "topic-metadata")
+            elif isinstance(action, CreateTopics):
+                self._spawn(self._create_topics(action.topics), "create-topics")
+
+    # ---- the gateway's own upstream requests (streams groups) --------------------------------------------
+
+    async def _fetch_topic_counts(self, topics: tuple[str, ...]) -> None:
+        counts: dict[str, int] = {}
+        try:
+            counts = await self.admin.topic_counts(topics)
+        except Exception as exc:  # the heartbeats waiting for it go on with what the gateway knew
+            log.warning("fetching the partition counts of %d topics from the upstream failed: %r", len(topics), exc)
+        self._perform(self.gateway.receive_topic_metadata(topics, counts, self.clock_ms()))
+
+    async def _create_topics(self, topics: tuple[dict[str, Any], ...]) -> None:
+        try:
+            results = await self.admin.create_topics(topics)
+        except Exception as exc:
+            results = {topic["name"]: (-1, repr(exc)) for topic in topics}
+        self.gateway.topics_created(results, self.clock_ms())
 
     # ---- upstream connections --------------------------------------------------------------------------
 
