@@ -452,6 +452,9 @@ _RULES: Final[dict[ApiKey, _Rule]] = {
     ApiKey.DeleteGroups: _GroupList(Operation.DELETE, "groups_names", "results", denied_first=False),
     ApiKey.ListGroups: _ListGroups(),
     ApiKey.OffsetDelete: _OffsetDelete(),
+    # KafkaApis' streams paths, as its consumer-group ones: Read on the group; a describe's denied groups first.
+    ApiKey.StreamsGroupHeartbeat: _ReadGroup(),
+    ApiKey.StreamsGroupDescribe: _GroupList(Operation.DESCRIBE, "group_ids", "groups", denied_first=True),
     ApiKey.Metadata: _Metadata(),
     ApiKey.Produce: _Produce(Operation.WRITE, _Topics(
         "topic_data", "name", "partition_data", "index", "responses", "name", "partition_responses", "index",
