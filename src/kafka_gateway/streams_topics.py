@@ -3,10 +3,10 @@ topics its group's topology names (the envelope's `topic_metadata`), and the int
 (`create_topics`), as Kafka's broker reads its metadata image and its `KafkaApis` creates the topics. Sans I/O:
 the gateway's core asks, the shell fetches and creates upstream and tells the result.
 
-- `TopicCounts`: counts learned from the upstream's Metadata, cached. A heartbeat is sent at once with what the
-  cache holds; topics cached longer than `max_age_ms` are fetched again meanwhile (so a topic created later
-  shows up within that age); a heartbeat naming a topic the cache has never held waits for one fetch of it (a
-  miss), then goes with whatever that fetch learned. A topic the upstream does not have counts -1.
+- `TopicCounts`: counts learned from the upstream's Metadata, cached (up to `max_topics`). A heartbeat is sent
+  at once with what the cache holds; topics cached longer than `max_age_ms` are fetched again meanwhile (so a
+  topic created later shows up within that age); a heartbeat naming a topic the cache has never held waits for
+  one fetch of it (a miss), then goes with whatever that fetch learned. A topic the upstream lacks counts -1.
 - `GroupTopics`: the topics each group's topology names (source, repartition source and changelog topics, the
   ones section 10 configures from), learned from the topologies that joins carry: later heartbeats carry none.
   Bounded: the groups least recently heard of are forgotten first.
@@ -17,6 +17,7 @@ the gateway's core asks, the shell fetches and creates upstream and tells the re
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -85,7 +86,8 @@ class TopicCounts:
     """Partition counts from the upstream's Metadata: topic -> (count, when learned, ms)."""
 
     max_age_ms: int = 5_000
-    counts: dict[str, tuple[int, int]] = field(default_factory=dict)
+    max_topics: int = 100_000  # beyond it the counts learned longest ago are forgotten (fetched again if named)
+    counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # in the order learned
     fetching: set[str] = field(default_factory=set)  # asked for, not yet told
 
     def lookup(self, topics: Iterable[str], now_ms: int) -> tuple[frozenset[str], frozenset[str]]:
@@ -110,7 +112,10 @@ class TopicCounts:
         was (a miss is fetched again by the next heartbeat that names it)."""
         self.fetching.difference_update(asked)
         for topic, count in counts.items():
+            self.counts.pop(topic, None)
             self.counts[topic] = (count, now_ms)
+        for topic in list(itertools.islice(self.counts, max(0, len(self.counts) - self.max_topics))):
+            del self.counts[topic]
 
     def forget(self, topics: Iterable[str]) -> None:
         """Topics whose count just changed upstream (created): fetched afresh when next named."""

@@ -163,3 +163,12 @@ def test_a_streams_describe_of_two_groups_goes_one_group_per_envelope_and_comes_
                                        answer(parts[0], {"error_code": 42})], T0 + 1)
     [(_, body)] = decode_responses(to_client(actions), [(ApiKey.StreamsGroupDescribe, 0)])
     assert [(g["group_id"], g["error_code"]) for g in body["groups"]] == [("a", 42), ("b", 69)]
+
+
+def test_the_counts_cache_forgets_the_counts_learned_longest_ago_beyond_its_bound() -> None:
+    gateway = make_gateway()
+    gateway.topic_counts.max_topics = 2
+    gateway.receive_topic_metadata(["a", "b"], {"a": 1, "b": 2}, T0)
+    gateway.receive_topic_metadata(["c", "a"], {"c": 3, "a": 4}, T0 + 1)
+    assert gateway.topic_counts.field(["a", "b", "c"]) == {"topics": [{"name": "a", "partitions": 4},
+                                                                      {"name": "c", "partitions": 3}]}
