@@ -13,11 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator_state import Api, LocalCoordinator, classic, encode_group
+from coordinator_state import Api, LocalCoordinator, classic, encode_group, streams
 from coordinator_state.classic.data import GROUP, ClassicGroup
 from coordinator_state.classic.handlers import HANDLERS
 from coordinator_state.config import EngineConfig
 from coordinator_state.group_step import fire_due
+from coordinator_state.group_types import GROUP_TYPES
 from coordinator_state.records import Request
 
 from .harness import Env
@@ -133,9 +134,11 @@ def test_a_failed_request_that_created_its_group_leaves_it_created_and_empty(fau
     assert (snapshot["state"], snapshot["members"], snapshot["version"]) == ("Empty", [], 1)
 
 
-def test_the_handlers_table_covers_every_api() -> None:
+def test_the_group_types_handle_every_api() -> None:
     # ListGroups belongs to no group: LocalCoordinator answers it from every group's snapshot.
-    assert set(HANDLERS) == set(Api) - {Api.LIST_GROUPS}
+    handled = {api for kind in GROUP_TYPES.values() for api in kind.HANDLES}
+    assert handled == set(Api) - {Api.LIST_GROUPS}
+    assert set(HANDLERS) | streams.APIS == handled
 
 
 def test_the_journal_saves_every_field_of_a_group_but_its_identity_and_attached_ones() -> None:

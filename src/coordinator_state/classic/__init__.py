@@ -17,7 +17,14 @@ It may import the engine's shared modules, never group_types.py or another group
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..config import EngineConfig
+from ..envelope import Api, Response, response_envelope
+from ..errors import Error
+from ..no_group_answers import error_response
+from ..records import Request
+from ..responses import error_response_body
 from ..timers import RETENTION_TIMER
 from .codec import decode, encode
 from .data import GROUP_TYPE, ClassicGroup
@@ -28,6 +35,7 @@ from .snapshot import snapshot
 NAME = GROUP_TYPE
 # The APIs whose requests for a group that does not exist this type answers (or creates the group for).
 APIS = frozenset(HANDLERS)
+HANDLES = APIS
 
 
 def create(group_id: str, t: int, config: EngineConfig) -> ClassicGroup:
@@ -38,5 +46,20 @@ def create(group_id: str, t: int, config: EngineConfig) -> ClassicGroup:
     return group
 
 
-__all__ = ["APIS", "NAME", "ClassicGroup", "absent_group", "create", "deadline_lower_bound", "decode", "encode",
-           "fire_due", "handle", "next_deadline", "snapshot"]
+__all__ = ["APIS", "HANDLES", "NAME", "ClassicGroup", "absent_group", "create", "deadline_lower_bound", "decode",
+           "encode", "fire_due", "from_other_group", "handle", "next_deadline", "snapshot"]
+
+
+def from_other_group(group: Any, req: Request, t: int, config: EngineConfig) -> Response | ClassicGroup:
+    """A classic request for a group of another type (a streams group; PROTOCOL.md section 10, group types): a
+    JoinGroup converts an Empty one (its offsets kept) and is INCONSISTENT_GROUP_PROTOCOL on any other; the
+    other APIs are answered as for a group that does not exist."""
+    answer = absent_group(req, t)
+    if answer is not None or req.reply.api != Api.JOIN_GROUP:
+        return answer if answer is not None else error_response(req, t, Error.UNKNOWN_MEMBER_ID)
+    if not group.is_empty():
+        body = error_response_body(req.reply.api, req.reply.version, Error.INCONSISTENT_GROUP_PROTOCOL)
+        return response_envelope(req.reply, req.group_id, t, body)
+    converted = create(req.group_id, t, config)
+    converted.take_offsets_of(group)
+    return converted

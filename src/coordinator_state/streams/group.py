@@ -23,6 +23,7 @@ from typing import Any
 from ..config import EngineConfig
 from ..envelope import Response
 from ..journal import MISSING, Journal
+from ..offsets import OffsetChange, OffsetStore
 from ..records import Topology
 from ..timers import HEARTBEAT_TIMER, JOIN_TIMER, RETENTION_TIMER, SYNC_TIMER, TimerKind, Timers
 from .assignor import AssignorMember, SubtopologyTasks, assign
@@ -78,7 +79,9 @@ class StreamsGroup:
         self.version = 1
         self.changed_at = created_ms
         self.removed = False
+        self.offsets = OffsetStore()  # committed offsets (PROTOCOL.md sections 8 and 10)
         self.out: list[Response] = []
+        self.offset_changes: list[OffsetChange] = []  # for the offsets topic, in order
         self._saved: dict[str, object] | None = None
         self._undo: list[tuple[dict[str, object], str, object]] = []
 
@@ -124,8 +127,23 @@ class StreamsGroup:
         out, self.out = self.out, []
         return out
 
-    def drain_offset_changes(self) -> list[Any]:
-        return []
+    def drain_into(self, responses: list[Response], offset_changes: list[OffsetChange]) -> None:
+        """Moves what the events decided since the last drain to the caller's lists."""
+        if self.out:
+            responses += self.out
+            self.out.clear()
+        if self.offset_changes:
+            offset_changes += self.offset_changes
+            self.offset_changes.clear()
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def take_offsets_of(self, other: Any) -> None:
+        """A group converted from `other` (a classic group, PROTOCOL.md section 10) keeps its committed offsets and
+        the snapshot's version line."""
+        self.offsets = other.offsets
+        self.version = other.version + 1
 
     # ------------------------------------------------------------------ state
 
