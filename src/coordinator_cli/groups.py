@@ -5,11 +5,13 @@ column); `--describe` prints, per group, the offsets view (GROUP TOPIC PARTITION
 LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID), the members view (`--members`: GROUP CONSUMER-ID
 GROUP-INSTANCE-ID HOST CLIENT-ID #PARTITIONS, ASSIGNMENT with `--verbose`) or the state view
 (`--state`); `--remove-members --instance-ids a,b` removes static members (KIP-345, one LeaveGroup v5
-batch). A value that is not known is printed `-`, as Kafka does; `--json` prints the same data as JSON.
+batch); `--delete` deletes an Empty group with its offsets (DeleteGroups) and `--delete-offsets --topic T[:P,...]`
+some of its offsets (OffsetDelete), printing what kafka-consumer-groups.sh prints. A value that is not known is
+printed `-`, as Kafka does; `--json` prints the same data as JSON.
 
 Where the answers come from:
-- a running job (the default): DescribeGroups, OffsetFetch and LeaveGroup go to the request topic and
-  are answered on the response topic; the list comes from the compacted snapshot topic (no single
+- a running job (the default): DescribeGroups, OffsetFetch, LeaveGroup, DeleteGroups and OffsetDelete go to the
+  request topic and are answered on the response topic; the list comes from the compacted snapshot topic (no single
   group's step can answer ListGroups); LOG-END-OFFSET and LAG from the broker;
 - a replay's output (`--snapshots FILE [--offsets-file FILE]`): the same engine functions over the final
   snapshots and offsets (no log end offsets there, so LOG-END-OFFSET and LAG are `-`).
@@ -26,6 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+from kafka.errors import for_code
 
 from coordinator_state import ListGroups, Reply, described_group
 from coordinator_state.consumer_protocol import from_base64
@@ -138,6 +142,15 @@ class Source(Protocol):
     def remove_members(self, group: str, instance_ids: Sequence[str]) -> dict[str, Any]:
         """Sends a LeaveGroup v5 batch removing those static members; returns its response body."""
 
+    def delete_group(self, group: str) -> dict[str, Any]:
+        """Sends a DeleteGroups v2 of the group; returns its response body."""
+
+    def delete_offsets(self, group: str, topics: Mapping[str, Sequence[int]]) -> dict[str, Any]:
+        """Sends an OffsetDelete v0 of these topics' partitions; returns its response body."""
+
+    def partitions(self, topic: str) -> list[int]:
+        """The topic's partitions, as the broker has them (UsageError if it has not)."""
+
 
 class ReplayFiles:
     """A replay's output: the final snapshots (and offsets) files (PROTOCOL.md 4a, OFFSETS_AND_LISTING.md 10)."""
@@ -160,6 +173,15 @@ class ReplayFiles:
     def remove_members(self, group: str, instance_ids: Sequence[str]) -> dict[str, Any]:
         raise UsageError("--remove-members needs a running job, not a replay's output")
 
+    def delete_group(self, group: str) -> dict[str, Any]:
+        raise UsageError("--delete needs a running job, not a replay's output")
+
+    def delete_offsets(self, group: str, topics: Mapping[str, Sequence[int]]) -> dict[str, Any]:
+        raise UsageError("--delete-offsets needs a running job, not a replay's output")
+
+    def partitions(self, topic: str) -> list[int]:
+        raise UsageError("--delete-offsets needs a running job, not a replay's output")
+
 
 def _listed(snapshots: Iterable[Mapping[str, Any]], states: Sequence[str]) -> list[dict[str, Any]]:
     """The groups a ListGroups v5 with this states filter lists, answered as a gateway answers it."""
@@ -171,7 +193,28 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-class RunningJob:
+class Administration:
+    """The administrative requests, as envelopes a coordinator answers: `ask` sends one and returns its answer's body
+    (a running job's topics; any coordinator that takes envelopes)."""
+
+    def ask(self, api: str, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def remove_members(self, group: str, instance_ids: Sequence[str]) -> dict[str, Any]:
+        members = [{"member_id": "", "group_instance_id": i, "reason": "removed by coordinator groups"}
+                   for i in instance_ids]
+        return self.ask(Api.LEAVE_GROUP, 5, {"group_id": group, "members": members})
+
+    def delete_group(self, group: str) -> dict[str, Any]:
+        return self.ask(Api.DELETE_GROUPS, 2, {"groups_names": [group]})
+
+    def delete_offsets(self, group: str, topics: Mapping[str, Sequence[int]]) -> dict[str, Any]:
+        return self.ask(Api.OFFSET_DELETE, 0, {"group_id": group, "topics": [
+            {"name": topic, "partitions": [{"partition_index": p} for p in partitions]}
+            for topic, partitions in topics.items()]})
+
+
+class RunningJob(Administration):
     """The live job's topics: requests out, answers back on this process's reply_to."""
 
     def __init__(self, settings: Mapping[str, Any], timeout_ms: int) -> None:
@@ -218,10 +261,19 @@ class RunningJob:
         view.log_end = self._log_end_offsets(topics)
         return view
 
-    def remove_members(self, group: str, instance_ids: Sequence[str]) -> dict[str, Any]:
-        members = [{"member_id": "", "group_instance_id": i, "reason": "removed by coordinator groups"}
-                   for i in instance_ids]
-        return self.ask(Api.LEAVE_GROUP, 5, {"group_id": group, "members": members})
+    def partitions(self, topic: str) -> list[int]:
+        from kafka import KafkaConsumer
+
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id=CLI_CLIENT_ID,
+                                 enable_auto_commit=False, group_id=None)
+        try:
+            partitions = consumer.partitions_for_topic(topic)
+        finally:
+            consumer.close()
+        if not partitions:
+            raise UsageError(f"topic {topic!r} does not exist on {self.bootstrap}; name its partitions as "
+                             f"--topic {topic}:0,1 to delete offsets of a topic that is gone")
+        return sorted(partitions)
 
     def _read_compacted(self, topic: str) -> dict[str, dict[str, Any]]:
         """The latest value of every key of a compacted topic (a tombstone removes the key)."""
@@ -347,6 +399,85 @@ def _state_notice(view: GroupView) -> str | None:
     return None
 
 
+# Kafka's exception for each error the delete commands can meet, as kafka-consumer-groups.sh names it.
+_EXCEPTIONS = {
+    "NON_EMPTY_GROUP": "GroupNotEmptyException",
+    "GROUP_ID_NOT_FOUND": "GroupIdNotFoundException",
+    "GROUP_SUBSCRIBED_TO_TOPIC": "GroupSubscribedToTopicException",
+    "GROUP_AUTHORIZATION_FAILED": "GroupAuthorizationException",
+    "TOPIC_AUTHORIZATION_FAILED": "TopicAuthorizationException",
+    "INVALID_GROUP_ID": "InvalidGroupIdException",
+    "UNKNOWN_TOPIC_OR_PARTITION": "UnknownTopicOrPartitionException",
+    "COORDINATOR_NOT_AVAILABLE": "CoordinatorNotAvailableException",
+}
+
+
+def _exception(error_code: int) -> str:
+    """An error as Kafka's tools print a thrown exception: its class and its message."""
+    error = for_code(error_code)
+    name = _EXCEPTIONS.get(error.message, "UnknownServerException")
+    return f"org.apache.kafka.common.errors.{name}: {error.description}"
+
+
+def print_deletion(group: str, body: Mapping[str, Any]) -> bool:
+    """ConsumerGroupCommand.deleteGroups' report of one group; whether it was deleted."""
+    [result] = body["results"]
+    if result["error_code"] == 0:
+        print(f"Deletion of requested consumer groups ('{group}') was successful.")
+        return True
+    print("\nError: Deletion of some consumer groups failed:", file=sys.stderr)
+    print(f"* Group '{group}' could not be deleted due to: {_exception(result['error_code'])}")
+    return False
+
+
+# ConsumerGroupCommand.deleteOffsets' line for each top-level error.
+_OFFSET_DELETE_ERRORS = {
+    "INVALID_GROUP_ID": "'{group}' is not valid.",
+    "GROUP_ID_NOT_FOUND": "'{group}' does not exist.",
+    "GROUP_AUTHORIZATION_FAILED": "Access to '{group}' is not authorized.",
+    "NON_EMPTY_GROUP": "Deleting offsets of a consumer group '{group}' is forbidden if the group is not empty.",
+}
+
+
+def print_offset_deletion(group: str, topics: Mapping[str, Sequence[int]], body: Mapping[str, Any]) -> bool:
+    """ConsumerGroupCommand.deleteOffsets' report: the top-level outcome, then each partition's status (those of the
+    request, all failed with a top-level error); whether every partition's offset was deleted."""
+    top = body["error"]
+    answered = {(t["name"], p["partition_index"]): p["error_code"] for t in body["topics"] for p in t["partitions"]}
+    codes = {(topic, p): answered.get((topic, p), body["error_code"]) for topic, ps in topics.items() for p in ps}
+    if top == "NONE" and any(codes.values()):
+        print("\nError: Encounter some partition level error, see the follow-up details:", file=sys.stderr)
+    elif top == "NONE":
+        print(f"Request succeed for deleting offsets from group {group}.")
+    else:
+        message = _OFFSET_DELETE_ERRORS.get(top, f"Encounter some unknown error: {top}")
+        print(f"\nError: {message.format(group=group)}", file=sys.stderr)
+    lines = [f"{'TOPIC':<30} {'PARTITION':<15} {'STATUS':<15}"]
+    for (topic, partition), code in sorted(codes.items(), key=lambda item: item[0][0] + str(item[0][1])):
+        status = "Successful" if code == 0 else f"Error: :{for_code(code).description}"
+        lines.append(f"{topic:<30} {partition:<15} {status:<15}")
+    print("\n" + "\n".join(lines))
+    return top == "NONE" and not any(codes.values())
+
+
+def topic_partitions(specs: Sequence[str], source: Source) -> dict[str, list[int]]:
+    """`--topic T` (every partition the broker has) or `--topic T:0,2`, repeatable, as kafka-consumer-groups.sh."""
+    topics: dict[str, list[int]] = {}
+    for spec in specs:
+        topic, _, listed = spec.partition(":")
+        if not topic:
+            raise UsageError(f"--topic {spec!r}: name a topic, as T or T:0,1")
+        if not listed:
+            partitions = source.partitions(topic)
+        elif all(p.strip().isdigit() for p in listed.split(",")):
+            partitions = [int(p) for p in listed.split(",")]
+        else:
+            raise UsageError(f"--topic {spec!r}: partitions are numbers, as T:0,1")
+        topics.setdefault(topic, [])
+        topics[topic] += [p for p in partitions if p not in topics[topic]]
+    return topics
+
+
 # ------------------------------------------------------------------------------------------- the command
 
 
@@ -356,7 +487,16 @@ def add_groups_arguments(parser: argparse.ArgumentParser) -> None:
     action.add_argument("--describe", action="store_true", help="describe --group G (offsets, members or state)")
     action.add_argument("--remove-members", action="store_true",
                         help="remove static members of --group G by --instance-ids (LeaveGroup v5, KIP-345)")
-    parser.add_argument("--group", metavar="G", help="the group (--describe, --remove-members)")
+    action.add_argument("--delete", action="store_true",
+                        help="delete --group G with its committed offsets; only a group without members can go "
+                             "(DeleteGroups)")
+    action.add_argument("--delete-offsets", action="store_true",
+                        help="delete --group G's committed offsets of --topic T (OffsetDelete); refused for a topic "
+                             "the group's members subscribe to")
+    parser.add_argument("--group", metavar="G", help="the group (--describe, --remove-members, --delete, "
+                                                     "--delete-offsets)")
+    parser.add_argument("--topic", action="append", default=[], metavar="T[:P,...]",
+                        help="--delete-offsets: a topic (every partition) or some of its partitions; repeatable")
     parser.add_argument("--offsets", action="store_true", help="--describe: the offsets view (the default)")
     parser.add_argument("--members", action="store_true", help="--describe: the members view")
     parser.add_argument("--verbose", action="store_true", help="--members: also each member's partitions")
@@ -389,7 +529,26 @@ def run_groups(args: argparse.Namespace, source: Source) -> int:
                 print(g["group_id"], file=out)
         return EXIT_OK
     if args.group is None:
-        raise UsageError("--describe and --remove-members need --group")
+        raise UsageError("--describe, --remove-members, --delete and --delete-offsets need --group")
+    if args.delete:
+        body = source.delete_group(args.group)
+        if args.json:
+            [result] = body["results"]
+            print(json.dumps({"group": args.group, "error": result["error"]}), file=out)
+            return EXIT_OK if result["error_code"] == 0 else EXIT_FAILED
+        return EXIT_OK if print_deletion(args.group, body) else EXIT_FAILED
+    if args.delete_offsets:
+        if not args.topic:
+            raise UsageError("--delete-offsets needs --topic T (every partition) or --topic T:0,1")
+        topics = topic_partitions(args.topic, source)
+        body = source.delete_offsets(args.group, topics)
+        if args.json:
+            print(json.dumps({"group": args.group, "error": body["error"], "topics": [
+                {"topic": t["name"], "partition": p["partition_index"], "error": p["error"]}
+                for t in body["topics"] for p in t["partitions"]]}), file=out)
+            failed = body["error_code"] != 0 or any(p["error_code"] for t in body["topics"] for p in t["partitions"])
+            return EXIT_FAILED if failed else EXIT_OK
+        return EXIT_OK if print_offset_deletion(args.group, topics, body) else EXIT_FAILED
     if args.remove_members:
         if not args.instance_ids:
             raise UsageError("--remove-members needs --instance-ids a,b (static members' group.instance.id)")

@@ -24,6 +24,7 @@ from .group_types import GROUP_TYPES, Group, GroupType, type_for_absent_group, t
 from .no_group_answers import error_response, names_no_partition, nothing_to_commit
 from .offsets import OffsetChange
 from .records import (
+    DeleteGroups,
     DescribeGroups,
     JoinGroup,
     OffsetCommit,
@@ -38,9 +39,10 @@ from .timers import TimerFailed
 log = logging.getLogger(__name__)
 
 # The APIs for which "" is a group id like any other: Kafka's GroupCoordinatorService refuses only a null
-# group id there, "for backwards compatibility" (docs/OFFSETS_AND_LISTING.md 12 row 4).
+# group id there, "for backwards compatibility" (docs/OFFSETS_AND_LISTING.md 12 row 4; DeleteGroups likewise).
 # The streams APIs check their group ids themselves (PROTOCOL.md section 10).
-_EMPTY_GROUP_ID_ALLOWED = (OffsetCommit, OffsetFetch, DescribeGroups, StreamsGroupHeartbeat, StreamsGroupDescribe)
+_EMPTY_GROUP_ID_ALLOWED = (OffsetCommit, OffsetFetch, DescribeGroups, DeleteGroups, StreamsGroupHeartbeat,
+                           StreamsGroupDescribe)
 
 
 def _precheck(req: Request, config: EngineConfig) -> Error | None:

@@ -27,6 +27,7 @@ from .envelope import (
     CORRELATION_ID,
     GROUP_ID,
     GROUPS,
+    GROUPS_NAMES,
     INT32_MAX,
     INT32_MIN,
     INT64_MAX,
@@ -60,6 +61,7 @@ from .fields import type_name as _type_name
 from .records import (
     CommitPartition,
     CommitTopic,
+    DeleteGroups,
     DescribeGroups,
     FetchTopic,
     Heartbeat,
@@ -69,6 +71,7 @@ from .records import (
     LeaveGroup,
     ListGroups,
     OffsetCommit,
+    OffsetDelete,
     OffsetFetch,
     Parsed,
     Protocol,
@@ -421,11 +424,12 @@ def _fetch_topics(value: Any, where: str, nullable: bool) -> tuple[FetchTopic, .
     return tuple(topics)
 
 
-def _one_group(body: dict[str, Any]) -> Any:
-    """The one entry of `groups`: this coordinator routes by group, so an envelope names one (PROTOCOL.md 8)."""
-    groups = _list(_required(body, GROUPS, "body"), "body.groups")
+def _one_group(body: dict[str, Any], key: str = GROUPS) -> Any:
+    """The one entry of `groups` (`groups_names`): this coordinator routes by group, so an envelope names one
+    (PROTOCOL.md 8 and 11)."""
+    groups = _list(_required(body, key, "body"), f"body.{key}")
     if len(groups) != 1:
-        raise _Bad(f"body.groups: exactly one group per envelope, got {len(groups)} (send one envelope per group)")
+        raise _Bad(f"body.{key}: exactly one group per envelope, got {len(groups)} (send one envelope per group)")
     return groups[0]
 
 
@@ -452,6 +456,24 @@ def _parse_describe(reply: Reply, timestamp: int, client_host: str, body: dict[s
     return DescribeGroups(reply, timestamp, _string(_one_group(body), "body.groups[0]"), include)
 
 
+def _parse_delete_groups(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> DeleteGroups:
+    return DeleteGroups(reply, timestamp, _string(_one_group(body, GROUPS_NAMES), f"body.{GROUPS_NAMES}[0]"))
+
+
+def _parse_offset_delete(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> OffsetDelete:
+    topics = []
+    for i, item in enumerate(_list(_required(body, "topics", "body"), "body.topics")):
+        where = f"body.topics[{i}]"
+        topic = _object(item, where)
+        partitions = _list(_required(topic, "partitions", where), f"{where}.partitions")
+        indexes = []
+        for k, part in enumerate(partitions):
+            at = f"{where}.partitions[{k}]"
+            indexes.append(_int32(_required(_object(part, at), "partition_index", at), f"{at}.partition_index"))
+        topics.append(FetchTopic(_string(_required(topic, "name", where), f"{where}.name"), tuple(indexes)))
+    return OffsetDelete(reply, timestamp, _body_string(body, GROUP_ID), tuple(topics))
+
+
 def _parse_list(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> ListGroups:
     v = reply.version
     return ListGroups(
@@ -470,5 +492,7 @@ _PARSERS: dict[str, Any] = {
     Api.OFFSET_FETCH: _parse_offset_fetch,
     Api.DESCRIBE_GROUPS: _parse_describe,
     Api.LIST_GROUPS: _parse_list,
+    Api.DELETE_GROUPS: _parse_delete_groups,
+    Api.OFFSET_DELETE: _parse_offset_delete,
     Api.STREAMS_GROUP_DESCRIBE: parse_streams_describe,
 }

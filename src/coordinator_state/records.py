@@ -148,6 +148,23 @@ class DescribeGroups(NamedTuple):
     include_authorized_operations: bool
 
 
+class DeleteGroups(NamedTuple):
+    """DeleteGroups of its one group (PROTOCOL.md 11: one group per envelope, as DescribeGroups)."""
+
+    reply: Reply
+    timestamp_ms: int
+    group_id: str
+
+
+class OffsetDelete(NamedTuple):
+    """OffsetDelete (PROTOCOL.md 11): the committed offsets of these topics' partitions removed from the group."""
+
+    reply: Reply
+    timestamp_ms: int
+    group_id: str
+    topics: tuple[FetchTopic, ...]  # a topic and its partition indexes, named as OffsetFetch names them
+
+
 class ListGroups(NamedTuple):
     """ListGroups: belongs to no group, so it is not a `Request` routed by group id."""
 
@@ -269,6 +286,6 @@ class StreamsGroupDescribe(NamedTuple):
     include_authorized_operations: bool
 
 
-Request = (JoinGroup | SyncGroup | Heartbeat | LeaveGroup | OffsetCommit | OffsetFetch | DescribeGroups
-           | StreamsGroupHeartbeat | StreamsGroupDescribe)
+Request = (JoinGroup | SyncGroup | Heartbeat | LeaveGroup | OffsetCommit | OffsetFetch | DescribeGroups | DeleteGroups
+           | OffsetDelete | StreamsGroupHeartbeat | StreamsGroupDescribe)
 Parsed = Request | ListGroups | Tick | Invalid

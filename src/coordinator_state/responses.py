@@ -103,14 +103,39 @@ def commit_body(version: int, error: Error, topics: PartitionResults) -> dict[st
     return body
 
 
-def error_response_body(api: str, version: int, error: Error, member_id: str = "") -> dict[str, Any]:
-    """The default body of `api` at `version` carrying `error` (SEMANTICS.md 9.1)."""
+def delete_groups_body(group_id: str, error: Error) -> dict[str, Any]:
+    """DeleteGroups' body for its one group (PROTOCOL.md 11): the group's error in its `results` entry; the top
+    level says NONE (Kafka's answer has no top-level error)."""
+    return {"error_code": 0, "error": Error.NONE.name, "throttle_time_ms": 0,
+            "results": [{"group_id": group_id, **error_body(error)}]}
+
+
+def offset_delete_body(error: Error, topics: PartitionResults = ()) -> dict[str, Any]:
+    """OffsetDelete's body: the whole-request error at the top (then no topics), else one entry per request topic
+    and partition."""
+    body = error_body(error)
+    body["throttle_time_ms"] = 0
+    body["topics"] = [
+        {"name": name, "partitions": [{"partition_index": p, **error_body(e)} for p, e in partitions]}
+        for name, partitions in topics
+    ]
+    return body
+
+
+def error_response_body(api: str, version: int, error: Error, member_id: str = "",
+                        group_id: str = "") -> dict[str, Any]:
+    """The default body of `api` at `version` carrying `error` (SEMANTICS.md 9.1); DeleteGroups carries it in its
+    group's entry."""
     if api == Api.JOIN_GROUP:
         return join_body(version, error, member_id=member_id)
     if api == Api.SYNC_GROUP:
         return sync_body(version, error)
     if api == Api.LEAVE_GROUP:
         return leave_body(version, error)
+    if api == Api.DELETE_GROUPS:
+        return delete_groups_body(group_id, error)
+    if api == Api.OFFSET_DELETE:
+        return offset_delete_body(error)
     return error_body(error)
 
 

@@ -68,7 +68,7 @@ from .codec import (
     message_to_body,
     peek_header,
 )
-from .envelopes import API_NAMES, group_entries, is_split_by_group, merge_answers, split_request
+from .envelopes import API_NAMES, answer_list, group_entries, is_split_by_group, merge_answers, split_request
 from .errors import GatewayError, MalformedFrame, UnencodableAnswer, UnsupportedRequest, UpstreamError
 from .frames import DEFAULT_MAX_FRAME_BYTES, SIZE_BYTES, FrameSplitter, frame
 from .streams_topics import GroupTopics, InternalTopics, TopicCounts, creatable_topics
@@ -204,7 +204,8 @@ class _CoordinatorSlot(_Slot):
     version: int = 0
     parts: list[dict[str, Any]] = field(default_factory=list)
     trail: Trail = field(default_factory=Trail)
-    # Split by group with no unit to see the answer: each part's entries of `groups`, encoded as they come.
+    # Split by group with no unit to see the answer: each part's per-group entries (`groups`, `results`), encoded
+    # as they come.
     # Otherwise each part's answer (None: none in time), merged once all are in.
     piecewise: bool = False
     answers: list[dict[str, Any] | None] = field(default_factory=list)
@@ -728,7 +729,8 @@ class Gateway:
             return
         entries = group_entries(slot.api_key, slot.version, slot.parts[index], answer)
         try:
-            slot.entries[index] = encode_items(response_class(slot.api_key), slot.version, "groups", entries)
+            slot.entries[index] = encode_items(response_class(slot.api_key), slot.version, answer_list(slot.api_key),
+                                               entries)
         except UnencodableAnswer as exc:
             slot.unencodable = exc
 
@@ -773,6 +775,6 @@ class Gateway:
     @staticmethod
     def _encode_piecewise(slot: _CoordinatorSlot) -> bytes:
         """The response of a request split by group, around its groups' entries encoded as they came."""
-        return encode_response_around(response_class(slot.api_key), slot.version, {}, "groups",
+        return encode_response_around(response_class(slot.api_key), slot.version, {}, answer_list(slot.api_key),
                                       sum(count for count, _ in slot.entries),
                                       b"".join(items for _, items in slot.entries), slot.correlation_id)

@@ -50,15 +50,24 @@ __all__ = ["APIS", "HANDLES", "NAME", "ClassicGroup", "absent_group", "create", 
            "encode", "fire_due", "from_other_group", "handle", "next_deadline", "snapshot"]
 
 
+# The requests that turn an Empty group of another type into a classic one (its offsets kept) before they are
+# handled: a JoinGroup, which then joins it; a DeleteGroups, which then removes it with its offsets, as Kafka deletes
+# an Empty group of any type (its validateDeleteGroup).
+_CONVERTING: dict[str, Error] = {Api.JOIN_GROUP: Error.INCONSISTENT_GROUP_PROTOCOL,
+                                 Api.DELETE_GROUPS: Error.NON_EMPTY_GROUP}
+
+
 def from_other_group(group: Any, req: Request, t: int, config: EngineConfig) -> Response | ClassicGroup:
-    """A classic request for a group of another type (a streams group; PROTOCOL.md section 10, group types): a
-    JoinGroup converts an Empty one (its offsets kept) and is INCONSISTENT_GROUP_PROTOCOL on any other; the
-    other APIs are answered as for a group that does not exist."""
-    answer = absent_group(req, t)
-    if answer is not None or req.reply.api != Api.JOIN_GROUP:
+    """A classic request for a group of another type (a streams group; PROTOCOL.md sections 10 and 11): a JoinGroup
+    or a DeleteGroups converts an Empty one (its offsets kept), and on one with members is INCONSISTENT_GROUP_PROTOCOL
+    or NON_EMPTY_GROUP (StreamsGroup.validateDeleteGroup); the other APIs are answered as for a group that does not
+    exist."""
+    refusal = _CONVERTING.get(req.reply.api)
+    answer = None if req.reply.api == Api.DELETE_GROUPS else absent_group(req, t)
+    if answer is not None or refusal is None:
         return answer if answer is not None else error_response(req, t, Error.UNKNOWN_MEMBER_ID)
     if not group.is_empty():
-        body = error_response_body(req.reply.api, req.reply.version, Error.INCONSISTENT_GROUP_PROTOCOL)
+        body = error_response_body(req.reply.api, req.reply.version, refusal, group_id=req.group_id)
         return response_envelope(req.reply, req.group_id, t, body)
     converted = create(req.group_id, t, config)
     converted.take_offsets_of(group)
