@@ -4,8 +4,8 @@ The table follows from what the connection's chain does: the group APIs at the c
 coordinator answers them), the APIs its units answer at the versions they serve, and the upstream's
 proxied APIs at the upstream's versions, capped where the gateway decodes them (at what the codec
 knows) and where a unit caps them (the port-mapping unit keeps Produce and Fetch below the versions whose
-answers carry broker addresses). Nothing of KIP-848, share or streams groups, so clients use the classic
-protocol.
+answers carry broker addresses). Nothing of KIP-848 or share groups, so consumers use the classic protocol;
+the Streams group APIs at the contract's version 0.
 """
 
 from __future__ import annotations

@@ -10,10 +10,12 @@ response version from Kafka's JSON message specs; this module only indexes them 
   port-mapping unit;
 - the units of a connection's chain answer some APIs themselves (ApiVersions, a group's FindCoordinator,
   and what the security units add);
-- anything else (KIP-848, share and streams groups, the group-coordinator APIs this coordinator does
-  not implement such as TxnOffsetCommit, broker-to-broker APIs) is not advertised, and a
-  request for it closes the connection, as a Kafka broker closes a connection that sends an API it does
-  not serve.
+- anything else (KIP-848 and share groups, the group-coordinator APIs this coordinator does not implement
+  such as TxnOffsetCommit, broker-to-broker APIs) is not advertised, and a request for it closes the
+  connection, as a Kafka broker closes a connection that sends an API it does not serve.
+
+kafka.protocol lacks the two Streams group APIs (KIP-1071); `messages` builds them the same way, from Kafka's
+JSON specs.
 """
 
 from __future__ import annotations
@@ -35,7 +37,14 @@ from kafka.protocol.sasl import (
 
 from coordinator_state import SUPPORTED_VERSIONS
 
-# The coordinator's APIs at the versions the contract supports (PROTOCOL.md 2, 8 and 11): the engine's own table,
+from .messages import (
+    StreamsGroupDescribeRequest,
+    StreamsGroupDescribeResponse,
+    StreamsGroupHeartbeatRequest,
+    StreamsGroupHeartbeatResponse,
+)
+
+# The coordinator's APIs at the versions the contract supports (PROTOCOL.md 2, 8, 10 and 11): the engine's own table,
 # whose API names are Kafka's.
 GROUP_APIS: Final[dict[ApiKey, tuple[int, int]]] = {
     ApiKey[api]: versions for api, versions in SUPPORTED_VERSIONS.items()}
@@ -71,6 +80,8 @@ MESSAGE_CLASSES: Final[dict[ApiKey, tuple[Any, Any]]] = {
     ApiKey.ListGroups: (groups.ListGroupsRequest, groups.ListGroupsResponse),
     ApiKey.DeleteGroups: (groups.DeleteGroupsRequest, groups.DeleteGroupsResponse),
     ApiKey.OffsetDelete: (consumer_group.OffsetDeleteRequest, consumer_group.OffsetDeleteResponse),
+    ApiKey.StreamsGroupHeartbeat: (StreamsGroupHeartbeatRequest, StreamsGroupHeartbeatResponse),
+    ApiKey.StreamsGroupDescribe: (StreamsGroupDescribeRequest, StreamsGroupDescribeResponse),
     # Read by the security units: the SASL login, and the APIs authorized per topic.
     ApiKey.SaslHandshake: (SaslHandshakeRequest, SaslHandshakeResponse),
     ApiKey.SaslAuthenticate: (SaslAuthenticateRequest, SaslAuthenticateResponse),

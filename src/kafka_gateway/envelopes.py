@@ -1,12 +1,12 @@
-"""The group APIs between Kafka's wire structs and the coordinator's envelopes (PROTOCOL.md 2, 3, 8, 11).
+"""The group APIs between Kafka's wire structs and the coordinator's envelopes (PROTOCOL.md 2, 3, 8, 10, 11).
 
 A request body is the decoded request in the envelope's naming (`codec.message_to_body`). Most requests
-become one envelope. OffsetFetch v8+, DescribeGroups and DeleteGroups may name several groups, while an envelope
-holds exactly one (sections 8 and 11): `split_request` makes one body per group (DeleteGroups' duplicate group ids
-once, as `KafkaApis` takes them), and `merge_answers` puts the answers back together in the request's order. A part
-the coordinator did not answer in time, or answered with a bare error (an invalid request has only `error_code`),
-is answered with that error where the API carries its errors (per group, per partition), so the client sees the
-error instead of an empty success.
+become one envelope. OffsetFetch v8+, DescribeGroups, StreamsGroupDescribe and DeleteGroups may name several
+groups, while an envelope holds exactly one (sections 8, 10 and 11): `split_request` makes one body per group
+(DeleteGroups' duplicate group ids once, as `KafkaApis` takes them), and `merge_answers` puts the answers back
+together in the request's order. A part the coordinator did not answer in time, or answered with a bare error (an
+invalid request has only `error_code`), is answered with that error where the API carries its errors (per group,
+per partition), so the client sees the error instead of an empty success.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from kafka.protocol.api_key import ApiKey
 
-from coordinator_state.envelope import GROUPS, GROUPS_NAMES, Error
+from coordinator_state.envelope import GROUP_IDS, GROUPS, GROUPS_NAMES, Error
 
 from .apis import GROUP_APIS
 
@@ -25,13 +25,15 @@ API_NAMES: Final[dict[ApiKey, str]] = {api_key: api_key.name for api_key in GROU
 # The requests split by group: the request's list of groups, and the answer's list of per-group entries.
 _SPLIT_FIELDS: Final[dict[ApiKey, tuple[str, str]]] = {
     ApiKey.DescribeGroups: (GROUPS, GROUPS),
+    ApiKey.StreamsGroupDescribe: (GROUP_IDS, GROUPS),
     ApiKey.DeleteGroups: (GROUPS_NAMES, "results"),
     ApiKey.OffsetFetch: (GROUPS, GROUPS),  # v8+
 }
 
 
 def is_split_by_group(api_key: ApiKey, version: int) -> bool:
-    """True for the requests that may name several groups: DescribeGroups, DeleteGroups, OffsetFetch v8+."""
+    """True for the requests that may name several groups: DescribeGroups, StreamsGroupDescribe, DeleteGroups,
+    OffsetFetch v8+."""
     return api_key in _SPLIT_FIELDS and (api_key != ApiKey.OffsetFetch or version >= 8)
 
 
@@ -93,7 +95,7 @@ def _error_carrier(api_key: ApiKey, version: int) -> str | None:
         return "topics"
     if api_key == ApiKey.OffsetFetch:
         return "groups" if version >= 8 else "topics"
-    if api_key in (ApiKey.DescribeGroups, ApiKey.DeleteGroups):
+    if api_key in (ApiKey.DescribeGroups, ApiKey.StreamsGroupDescribe, ApiKey.DeleteGroups):
         return answer_list(api_key)
     return None
 
@@ -117,8 +119,9 @@ def error_answer(api_key: ApiKey, version: int, part: Mapping[str, Any], error_c
                              "error_code": error_code} for index in topic.get("partition_indexes") or []]}
             for topic in part.get("topics") or []]
         return {"error_code": error_code, "topics": topics}
-    if api_key == ApiKey.DescribeGroups:
-        return {"groups": [{"group_id": group_id, "error_code": error_code} for group_id in part.get("groups") or []]}
+    if api_key in (ApiKey.DescribeGroups, ApiKey.StreamsGroupDescribe):
+        return {"groups": [{"group_id": group_id, "error_code": error_code}
+                           for group_id in part.get(_SPLIT_FIELDS[api_key][0]) or []]}
     if api_key == ApiKey.DeleteGroups:
         return {"results": [{"group_id": group_id, "error_code": error_code}
                             for group_id in part.get(GROUPS_NAMES) or []]}

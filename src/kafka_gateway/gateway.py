@@ -35,6 +35,12 @@ A request not answered within its bound is answered COORDINATOR_NOT_AVAILABLE (f
 yet), and an answer that comes after that, or after its connection closed, is dropped and counted.
 Every response is reported to `on_response` as it leaves (the metrics): its API, its answer's error code and
 when its request's frame was read.
+
+Streams groups (PROTOCOL.md section 10, `streams_topics`): a StreamsGroupHeartbeat's envelope carries the partition
+counts of the topics its group's topology names, from the upstream's Metadata (the shell fetches them when told
+with `FetchTopicMetadata`, and tells `receive_topic_metadata`; a heartbeat naming a topic never fetched waits for
+that fetch, within its bound); an answer's `create_topics` become a `CreateTopics` for the shell, which tells
+`topics_created`. Neither waits on the other connections or on the event loop.
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from coordinator_state.envelope import BODY, INT32_MAX, request_envelope, response_key
+from coordinator_state.envelope import BODY, CREATE_TOPICS, INT32_MAX, TOPIC_METADATA, request_envelope, response_key
 
 from .api_versions import VersionTable, advertised_versions, api_versions_answer
 from .apis import GROUP_APIS, request_class, response_class
@@ -69,6 +75,7 @@ from .codec import (
 from .envelopes import API_NAMES, answer_list, group_entries, is_split_by_group, merge_answers, split_request
 from .errors import GatewayError, MalformedFrame, UnencodableAnswer, UnsupportedRequest, UpstreamError
 from .frames import DEFAULT_MAX_FRAME_BYTES, SIZE_BYTES, FrameSplitter, frame
+from .streams_topics import GroupTopics, InternalTopics, TopicCounts, creatable_topics
 
 log = logging.getLogger(__name__)
 UNKNOWN_SERVER_ERROR = -1
@@ -135,7 +142,22 @@ def decode_off_loop(request: Request) -> Request | GatewayError:
     return request
 
 
-Action = ToClient | ToUpstream | ToCoordinator | CloseClient | ResumeReading | Decode
+@dataclass(frozen=True, slots=True)
+class FetchTopicMetadata:
+    """Ask the upstream for these topics' partition counts, then tell `Gateway.receive_topic_metadata`."""
+
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopics:
+    """Create these internal topics upstream (CreateTopics' `topics` entries), then tell `Gateway.topics_created`."""
+
+    topics: tuple[dict[str, Any], ...]
+
+
+Action = (ToClient | ToUpstream | ToCoordinator | CloseClient | ResumeReading | Decode | FetchTopicMetadata
+          | CreateTopics)
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +271,7 @@ class _CoordinatorSlot(_Slot):
     sent: int = 0  # parts sent so far
     answered: int = 0  # parts answered or given up
     in_flight: dict[int, int] = field(default_factory=dict)  # envelope id -> part index, awaiting its answer
+    topics: frozenset[str] = frozenset()  # a StreamsGroupHeartbeat's: whose counts its envelope carries
 
     @property
     def done(self) -> bool:
@@ -323,6 +346,12 @@ class Gateway:
         self._deadlines: list[tuple[int, int, int, _CoordinatorSlot]] = []
         self._deadline_sequence = 0
         self._version_tables: dict[tuple[type, ...], VersionTable] = {}  # per kind of chain
+        # Streams groups: the upstream's partition counts, each group's topics, the internal topics being created,
+        # and the heartbeats (connection id, slot) waiting for a fetch of counts.
+        self.topic_counts = TopicCounts()
+        self.group_topics = GroupTopics()
+        self.internal_topics = InternalTopics()
+        self._awaiting_counts: list[tuple[int, _CoordinatorSlot]] = []
 
     # ---- events from the shell -------------------------------------------------------------------------
 
@@ -400,10 +429,13 @@ class Gateway:
         """Response envelopes from the coordinator; those for other gateways, already answered requests or
         closed connections are dropped."""
         received: dict[int, tuple[int, _CoordinatorSlot, list[tuple[int, dict[str, Any] | None]]]] = {}
+        creations: list[dict[str, Any]] = []
         for answer in answers:
             key = response_key(answer)
             if key is None or key[0] != self.reply_to:
                 continue
+            if answer.get(CREATE_TOPICS):
+                creations += self.internal_topics.to_create(answer[CREATE_TOPICS], now_ms)
             awaited = self._awaiting.pop(key[1], None)
             if awaited is None:
                 self.counters["late_answers_dropped"] += 1
@@ -416,7 +448,38 @@ class Gateway:
             body = answer.get(BODY)
             received.setdefault(id(slot), (connection_id, slot, []))[2].append(
                 (index, dict(body) if isinstance(body, Mapping) else {}))
-        return self._progress(list(received.values()), now_ms)
+        actions: list[Action] = [CreateTopics(tuple(creatable_topics(creations)))] if creations else []
+        return actions + self._progress(list(received.values()), now_ms)
+
+    def receive_topic_metadata(self, asked: Iterable[str], counts: Mapping[str, int], now_ms: int) -> list[Action]:
+        """A fetch of `asked` topics ended with these partition counts (-1: no such topic; a failed fetch: none):
+        the heartbeats that waited for it go to the coordinator."""
+        self.topic_counts.learned(asked, counts, now_ms)
+        actions: list[Action] = []
+        waiting, self._awaiting_counts = self._awaiting_counts, []
+        for connection_id, slot in waiting:
+            connection = self._connections.get(connection_id)
+            if connection is None or slot.sent == len(slot.parts):  # closed, or given up at its bound
+                continue
+            if slot.topics & self.topic_counts.fetching:
+                self._awaiting_counts.append((connection_id, slot))
+                continue
+            with self._confined(connection, actions):
+                self._send_parts(connection, slot, actions)
+        return actions
+
+    def topics_created(self, results: Mapping[str, tuple[int, str | None]], now_ms: int) -> None:
+        """A `CreateTopics` ended: topic -> (error code, message), for every topic it named. A created topic's
+        count is fetched afresh; a failure is logged and counted."""
+        done, failed = self.internal_topics.finished({name: code for name, (code, _) in results.items()}, now_ms)
+        self.topic_counts.forget(done)
+        self.counters["internal_topics_created"] += len(done)
+        self.counters["internal_topic_errors"] += len(failed)
+        for name in failed:
+            code, message = results[name]
+            log.warning("creating the streams internal topic %r upstream failed with error %d (%s); it is tried "
+                        "again when the coordinator next asks for it, after %d ms", name, code, message,
+                        self.internal_topics.retry_ms)
 
     def expire(self, now_ms: int) -> list[Action]:
         """Answers COORDINATOR_NOT_AVAILABLE for every envelope whose bound has passed."""
@@ -727,8 +790,25 @@ class Gateway:
         self._deadline_sequence += 1
         heapq.heappush(self._deadlines, (now_ms + self._bound_ms(api_key, version, parts[0]),
                                          self._deadline_sequence, connection.id, slot))
-        self._send_parts(connection, slot, actions)
         connection.muted_by = slot
+        if api_key == ApiKey.StreamsGroupHeartbeat and self._awaits_topic_counts(connection, slot, now_ms, actions):
+            return
+        self._send_parts(connection, slot, actions)
+
+    def _awaits_topic_counts(self, connection: _Connection, slot: _CoordinatorSlot, now_ms: int,
+                             actions: list[Action]) -> bool:
+        """Whether a StreamsGroupHeartbeat waits for the counts of its group's topics: fetches those never fetched
+        (it waits for them) and those fetched too long ago (it goes with their last counts meanwhile)."""
+        body = slot.parts[0]
+        slot.topics = self.group_topics.of(body.get("group_id"), body.get("topology"))
+        missing, stale = self.topic_counts.lookup(slot.topics, now_ms)
+        fetch = self.topic_counts.to_fetch(missing | stale)
+        if fetch:
+            actions.append(FetchTopicMetadata(fetch))
+        if not missing:
+            return False
+        self._awaiting_counts.append((connection.id, slot))
+        return True
 
     def _send_parts(self, connection: _Connection, slot: _CoordinatorSlot, actions: list[Action]) -> None:
         """Sends the request's next parts, up to the window; each is stamped with the request's receipt time."""
@@ -736,10 +816,14 @@ class Gateway:
             envelope_id = self._envelope_id()
             slot.in_flight[envelope_id] = slot.sent
             self._awaiting[envelope_id] = (connection.id, slot)
-            actions.append(ToCoordinator(request_envelope(
+            envelope = request_envelope(
                 API_NAMES[slot.api_key], slot.parts[slot.sent], version=slot.version, correlation_id=envelope_id,
                 client_id=slot.client_id or "", client_host="/" + connection.client_host, reply_to=self.reply_to,
-                timestamp_ms=slot.received_ms)))
+                timestamp_ms=slot.received_ms)
+            topic_metadata = self.topic_counts.field(slot.topics)
+            if topic_metadata is not None:
+                envelope[TOPIC_METADATA] = topic_metadata
+            actions.append(ToCoordinator(envelope))
             slot.sent += 1
 
     def _bound_ms(self, api_key: ApiKey, version: int, body: Mapping[str, Any]) -> int:

@@ -27,13 +27,9 @@ from kafka.protocol.api_key import ApiKey
 
 from coordinator_metrics import MetricsEndpoint
 from coordinator_state import DEFAULTS, EngineConfig
-from coordinator_state.envelope import INT32_MAX
 
-from .apis import request_class, response_class
 from .chain import ConnectionContext, Port, Unit, UnitFactory
-from .codec import decode_response
 from .coordinators import Coordinator, LocalEngine, TopicEngine
-from .frames import FrameSplitter
 from .gateway import AnswerObserver, Gateway, Limits
 from .listeners import parse_host_port
 from .metrics import GatewayMetrics
@@ -41,6 +37,7 @@ from .port_mapping import PortMapping, PortScheme, UpstreamDirectory
 from .security.sasl_client import UpstreamSecurity, open_upstream
 from .security.units import Security
 from .server import GatewayServer, wall_clock_ms
+from .upstream_admin import UpstreamAdmin, exchange
 
 log = logging.getLogger(__name__)
 PROBE_CLIENT_ID = "coordinator-gateway-probe"
@@ -114,21 +111,6 @@ class UpstreamInfo:
     nodes: dict[int, tuple[str, int]]  # every broker the upstream's Metadata lists
 
 
-async def _call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, api_key: ApiKey, version: int,
-                correlation_id: int, body: Mapping[str, Any]) -> Any:
-    message = request_class(api_key)[version](**body)
-    message.with_header(correlation_id=correlation_id, client_id=PROBE_CLIENT_ID)
-    writer.write(bytes(message.encode(header=True, framed=True)))
-    splitter = FrameSplitter(INT32_MAX)  # a frame's size is an int32
-    while True:
-        data = await reader.read(65536)
-        if not data:
-            raise ConnectionError("the upstream broker closed the connection")
-        frames = splitter.feed(data)
-        if frames:
-            return decode_response(response_class(api_key), frames[0], version)
-
-
 async def probe_upstream(bootstrap_servers: Sequence[tuple[str, int]], timeout_s: float = 10.0,
                          security: UpstreamSecurity | None = None) -> UpstreamInfo:
     """The API versions and brokers of the upstream, from the first bootstrap server that answers."""
@@ -145,11 +127,11 @@ async def _probe(upstream: tuple[str, int], timeout_s: float, security: Upstream
     async with asyncio.timeout(timeout_s):
         reader, writer = await open_upstream(*upstream, security, timeout_s=timeout_s)
         try:
-            versions_answer = await _call(reader, writer, ApiKey.ApiVersions, 0, 1, {})
+            versions_answer = await exchange(reader, writer, ApiKey.ApiVersions, 0, 1, {}, PROBE_CLIENT_ID)
             if versions_answer.error_code != 0:
                 raise ConnectionError(f"upstream ApiVersions failed with error {versions_answer.error_code}")
             versions = {k.api_key: (k.min_version, k.max_version) for k in versions_answer.api_keys}
-            metadata = await _call(reader, writer, ApiKey.Metadata, 1, 2, {"topics": []})
+            metadata = await exchange(reader, writer, ApiKey.Metadata, 1, 2, {"topics": []}, PROBE_CLIENT_ID)
         finally:
             writer.close()
     nodes = {b.node_id: (b.host, b.port) for b in metadata.brokers}
@@ -253,7 +235,8 @@ async def serve(options: GatewayOptions, stop: asyncio.Event,
                       metrics.response_sent)
     server = GatewayServer(gateway, _coordinator(options, reply_to), directory,
                            status_interval_s=options.status_interval_s, upstream_security=options.upstream_security,
-                           security=options.security, metrics=metrics)
+                           security=options.security, metrics=metrics,
+                           admin=UpstreamAdmin(directory, options.upstream_security, upstream.versions))
     servers = [await asyncio.start_server(functools.partial(server.client_connected, port=port), sock=sock,
                                           ssl=tls)
                for sock, port, tls in ports]

@@ -8,7 +8,8 @@ bootstrap server), so the upstream answers it in order. A connection's bytes are
 is `reading` it (the socket's buffers then hold the rest, and TCP slows the client down). Any failure while
 serving one connection closes that connection, with a log line, and nothing else. A request frame too large to
 decode without holding up the others is decoded on a worker thread, `max_decodes` at a time (`Decode`). The
-metrics (`metrics.py`) are told of connections as they open and close.
+metrics (`metrics.py`) are told of connections as they open and close. The gateway's own upstream
+requests for streams groups (topic metadata, internal topics) run as tasks on the `UpstreamAdmin`'s connection.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from .coordinators import Coordinator
 from .gateway import (
     Action,
     CloseClient,
+    CreateTopics,
     Decode,
+    FetchTopicMetadata,
     Gateway,
     ResumeReading,
     ToClient,
@@ -40,6 +43,7 @@ from .port_mapping import UpstreamDirectory
 from .security.sasl_client import UpstreamSecurity, open_upstream
 from .security.tls import certificate_principal
 from .security.units import Security
+from .upstream_admin import UpstreamAdmin
 
 log = logging.getLogger(__name__)
 READ_BYTES = 65536
@@ -72,12 +76,14 @@ class GatewayServer:
     def __init__(self, gateway: Gateway, coordinator: Coordinator, upstream: UpstreamDirectory,
                  clock_ms: Callable[[], int] = wall_clock_ms, status_interval_s: float = 10.0,
                  idle_timeout_s: float = 600.0, upstream_security: UpstreamSecurity | None = None,
-                 security: Security | None = None, metrics: GatewayMetrics | None = None, max_decodes: int = 2) -> None:
+                 security: Security | None = None, metrics: GatewayMetrics | None = None, max_decodes: int = 2,
+                 admin: UpstreamAdmin | None = None) -> None:
         self.gateway = gateway
         self.coordinator = coordinator
         self.upstream = upstream
         self.upstream_security = upstream_security or UpstreamSecurity()
         self.security = security
+        self.admin = admin or UpstreamAdmin(upstream, self.upstream_security, gateway.upstream_versions)
         self.clock_ms = clock_ms
         self.status_interval_s = status_interval_s
         self.idle_timeout_s = idle_timeout_s
@@ -112,6 +118,7 @@ class GatewayServer:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.admin.close()
         await self.coordinator.stop()
         log.info("gateway stopped: %s", self.status_line())
 
@@ -124,6 +131,8 @@ class GatewayServer:
                 f"in_flight={self.gateway.in_flight} timeouts={counters['coordinator_timeouts']} "
                 f"late_dropped={counters['late_answers_dropped']} bad_connections_closed={closes} "
                 f"unmapped_nodes={counters['closed_UnmappedNode']} "
+                f"internal_topics_created={counters['internal_topics_created']} "
+                f"internal_topic_errors={counters['internal_topic_errors']} "
                 f"crashes={self.crashes} {self.coordinator.status()}")
 
     # ---- client connections ----------------------------------------------------------------------------
@@ -200,11 +209,32 @@ class GatewayServer:
                     session.resume.set()
             elif isinstance(action, Decode):
                 self._spawn(self._decode(action), f"decode-{action.connection}")
+            elif isinstance(action, FetchTopicMetadata):
+                self._spawn(self._fetch_topic_counts(action.topics), "topic-metadata")
+            elif isinstance(action, CreateTopics):
+                self._spawn(self._create_topics(action.topics), "create-topics")
 
     async def _decode(self, action: Decode) -> None:
         async with self._decodes:
             outcome = await asyncio.to_thread(decode_off_loop, action.request)
         self._perform(self.gateway.decoded(action.connection, outcome, self.clock_ms()))
+
+    # ---- the gateway's own upstream requests (streams groups) --------------------------------------------
+
+    async def _fetch_topic_counts(self, topics: tuple[str, ...]) -> None:
+        counts: dict[str, int] = {}
+        try:
+            counts = await self.admin.topic_counts(topics)
+        except Exception as exc:  # the heartbeats waiting for it go on with what the gateway knew
+            log.warning("fetching the partition counts of %d topics from the upstream failed: %r", len(topics), exc)
+        self._perform(self.gateway.receive_topic_metadata(topics, counts, self.clock_ms()))
+
+    async def _create_topics(self, topics: tuple[dict[str, Any], ...]) -> None:
+        try:
+            results = await self.admin.create_topics(topics)
+        except Exception as exc:
+            results = {topic["name"]: (-1, repr(exc)) for topic in topics}
+        self.gateway.topics_created(results, self.clock_ms())
 
     # ---- upstream connections --------------------------------------------------------------------------
 

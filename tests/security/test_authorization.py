@@ -13,6 +13,7 @@ from kafka.protocol.consumer import group as consumer_group
 from kafka.protocol.metadata import find_coordinator, metadata
 from kafka.protocol.producer import produce
 
+from kafka_gateway.apis import response_class
 from kafka_gateway.codec import body_to_message, encode_response
 from kafka_gateway.security.acl import (
     AccessControlEntry,
@@ -39,6 +40,8 @@ RESPONSES: dict[ApiKey, Any] = {
     ApiKey.Metadata: metadata.MetadataResponse,
     ApiKey.Produce: produce.ProduceResponse,
     ApiKey.Fetch: fetch.FetchResponse,
+    ApiKey.StreamsGroupHeartbeat: response_class(ApiKey.StreamsGroupHeartbeat),
+    ApiKey.StreamsGroupDescribe: response_class(ApiKey.StreamsGroupDescribe),
 }
 
 
@@ -69,7 +72,8 @@ def encodes(api_key: ApiKey, version: int, body: dict[str, Any]) -> dict[str, An
     return body
 
 
-@pytest.mark.parametrize("api_key, version", [(ApiKey.JoinGroup, 0), (ApiKey.JoinGroup, 9), (ApiKey.Heartbeat, 4)])
+@pytest.mark.parametrize("api_key, version", [(ApiKey.JoinGroup, 0), (ApiKey.JoinGroup, 9), (ApiKey.Heartbeat, 4),
+                                              (ApiKey.StreamsGroupHeartbeat, 0)])
 def test_group_membership_needs_read_on_the_group(api_key: ApiKey, version: int) -> None:
     auth, denials = alice()
     body = {"group_id": "g1", "member_id": ""}
@@ -163,6 +167,16 @@ def test_describe_groups_denied_first_and_list_groups_filtered() -> None:
     assert auth.authorize_request(ApiKey.ListGroups, 4, {}).forward == {}
     filtered = encodes(ApiKey.ListGroups, 4, auth.complete_answer(ApiKey.ListGroups, 4, listed, None))
     assert [g["group_id"] for g in filtered["groups"]] == ["g1", "g2"]
+
+
+def test_streams_group_describe_answers_denied_groups_first() -> None:
+    auth, _ = alice()
+    decision = auth.authorize_request(ApiKey.StreamsGroupDescribe, 0, {"group_ids": ["secret", "g2"]})
+    assert decision.forward == {"group_ids": ["g2"]}
+    answer = {"groups": [{"group_id": "g2", "error_code": 69, "group_state": "", "members": []}]}
+    merged = encodes(ApiKey.StreamsGroupDescribe, 0, auth.complete_answer(ApiKey.StreamsGroupDescribe, 0, answer,
+                                                                          decision.pending))
+    assert [(g["group_id"], g["error_code"]) for g in merged["groups"]] == [("secret", 30), ("g2", 69)]
 
 
 def test_describe_groups_authorized_operations_are_the_principals_when_asked() -> None:

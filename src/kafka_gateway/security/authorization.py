@@ -304,8 +304,8 @@ class _OffsetFetch(_Rule):
 
 
 class _GroupList(_Rule):
-    """DescribeGroups (Describe) and DeleteGroups (Delete): each group checked; denied groups answered 30 (first,
-    as KafkaApis does for DescribeGroups; after, for DeleteGroups), the others forwarded."""
+    """DescribeGroups and StreamsGroupDescribe (Describe), DeleteGroups (Delete): each group checked; denied groups
+    answered 30 (first, as KafkaApis does for the describes; after, for DeleteGroups), the others forwarded."""
 
     def __init__(self, operation: Operation, request_list: str, response_list: str, denied_first: bool) -> None:
         self.operation = operation
@@ -484,6 +484,9 @@ _RULES: Final[dict[ApiKey, _Rule]] = {
     ApiKey.DeleteGroups: _GroupList(Operation.DELETE, "groups_names", "results", denied_first=False),
     ApiKey.ListGroups: _ListGroups(),
     ApiKey.OffsetDelete: _OffsetDelete(),
+    # KafkaApis' streams paths, as its consumer-group ones: Read on the group; a describe's denied groups first.
+    ApiKey.StreamsGroupHeartbeat: _ReadGroup(),
+    ApiKey.StreamsGroupDescribe: _GroupList(Operation.DESCRIBE, "group_ids", "groups", denied_first=True),
     ApiKey.Metadata: _Metadata(),
     ApiKey.Produce: _Produce(Operation.WRITE, _Topics(
         "topic_data", "name", "partition_data", "index", "responses", "name", "partition_responses", "index",
