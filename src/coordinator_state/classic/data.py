@@ -16,6 +16,7 @@ from ..declared import Declaration, attached, declared, derived, identity, store
 from ..envelope import Response
 from ..journal import CLEARED, MISSING, Journal
 from ..offsets import ExpiryCondition, OffsetChange, OffsetStore
+from ..outbox import Outbox
 from ..timers import Timers
 from .model import EMPTY, MEMBER, ClassicGroupState, Member
 
@@ -61,7 +62,7 @@ def _topics_from_json(data: list[str] | None) -> frozenset[str] | None:
 
 
 @declared(kw_only=True, eq=False)
-class ClassicGroup:
+class ClassicGroup(Outbox):
     """A classic group. Insertion order of `members` is join order (SEMANTICS.md 14.2); `pending_members` and
     `pending_sync` are ordered sets (id -> rank, the order they were added in, for the undo journal)."""
 
@@ -182,15 +183,6 @@ class ClassicGroup:
         self.offsets = other.offsets
         self.version = other.version + 1
         self.expiry_moved = True
-
-    def drain_into(self, responses: list[Response], offset_changes: list[OffsetChange]) -> None:
-        """Moves what the events decided since the last drain to the caller's lists."""
-        if self.out:
-            responses += self.out
-            self.out.clear()
-        if self.offset_changes:
-            offset_changes += self.offset_changes
-            self.offset_changes.clear()
 
 
 GROUP = Declaration(ClassicGroup)

@@ -24,6 +24,7 @@ from ..config import EngineConfig
 from ..envelope import Response
 from ..journal import MISSING, Journal
 from ..offsets import CommittedOffset, ExpiryCondition, OffsetChange, OffsetStore
+from ..outbox import Outbox
 from ..records import Topology
 from ..timers import (
     HEARTBEAT_TIMER,
@@ -58,7 +59,7 @@ class GroupState(StrEnum):
     STABLE = "Stable"
 
 
-class StreamsGroup:
+class StreamsGroup(Outbox):
     """One streams group (StreamsGroup): its data, its state, fencing, target assignment and timers."""
 
     group_type = "streams"
@@ -148,15 +149,6 @@ class StreamsGroup:
     def drain(self) -> list[Response]:
         out, self.out = self.out, []
         return out
-
-    def drain_into(self, responses: list[Response], offset_changes: list[OffsetChange]) -> None:
-        """Moves what the events decided since the last drain to the caller's lists."""
-        if self.out:
-            responses += self.out
-            self.out.clear()
-        if self.offset_changes:
-            offset_changes += self.offset_changes
-            self.offset_changes.clear()
 
     def is_empty(self) -> bool:
         return not self.members
