@@ -2,6 +2,7 @@
 
     python -m coordinator_lab.gateway_fuzz --embedded                       # 10,000 frames, 48 writers
     python -m coordinator_lab.gateway_fuzz --embedded --frames 50000 --seed 7 --json
+    python -m coordinator_lab.gateway_fuzz --embedded --duration 300       # the soak: 5 minutes of it
 
 The gateway runs as its own process (`coordinator gateway --engine local`, its memory measured alone) in front
 of a broker (`--embedded`: one of its own, as hostile frames of proxied APIs reach it). Frames come from a
@@ -15,6 +16,8 @@ Meanwhile, through the gateway: a kafka-python consumer process (a static member
 writes to, and an admin client lists and describes groups. Printed: frames sent, the gateway's resident
 memory (before, peak, after; sampled every 0.5 s), tracebacks in its log, whether it still answers, the
 records the consumer lost or saw twice, and the admin client's answers, failures and slowest answer.
+With `--duration`, the soak: hostile frames go on until that many seconds have passed, whatever their number, and
+the gateway's memory and the clients' answers are printed over time as well.
 """
 
 from __future__ import annotations
@@ -322,7 +325,8 @@ async def _hostile_connection(port: int, frames: list[bytes], rng: random.Random
 
 
 async def _hostile_load(port: int, frames: int, writers: int, burst: int, burst_every: int, seed: int,
-                        counts: FuzzCounts) -> None:
+                        counts: FuzzCounts, deadline: float | None = None) -> None:
+    """`frames` hostile frames, or as many as are sent until `deadline` (time.monotonic) when one is given."""
     rng = random.Random(seed)
     ids = iter(range(1, 2**31))
     budget = [frames]
@@ -340,7 +344,7 @@ async def _hostile_load(port: int, frames: int, writers: int, burst: int, burst_
 
     async def writer_loop(index: int) -> None:
         own = random.Random(seed * 1_000 + index)
-        while budget[0] > 0:
+        while budget[0] > 0 and (deadline is None or time.monotonic() < deadline):
             if index == 0 and frames - budget[0] >= next_burst[0]:
                 next_burst[0] += burst_every
                 await burst_of_connections()
@@ -420,6 +424,23 @@ class Bystanders:
 # ---- the run ----------------------------------------------------------------------------------------------------
 
 @dataclass
+class Progress:
+    """What the gateway and the clients beside it were at, `seconds` into the hostile load."""
+
+    seconds: float
+    frames: int
+    rss_mib: float | None
+    records_produced: int
+    admin_answers: int
+    admin_failures: int
+
+    def line(self) -> str:
+        rss = "unknown" if self.rss_mib is None else f"{self.rss_mib:.0f} MiB"
+        return (f"  {self.seconds:6.0f} s  frames {self.frames:7d}  RSS {rss:>8}  produced {self.records_produced:6d}"
+                f"  admin answers {self.admin_answers:5d}  failures {self.admin_failures}")
+
+
+@dataclass
 class FuzzReport:
     frames: int
     connections: int
@@ -443,6 +464,7 @@ class FuzzReport:
     admin_slowest_s: float
     admin_errors: list[str]
     status_line: str
+    progress: list[Progress] = field(default_factory=list)  # every 5 s
 
     @property
     def rss_growth_mib(self) -> float | None:
@@ -466,8 +488,19 @@ class FuzzReport:
             f"admin client (ListGroups + DescribeGroups): {self.admin_answers} answers, {self.admin_failures} "
             f"failures, slowest {self.admin_slowest_s:.2f} s",
             f"gateway status: {self.status_line}",
+            *self._progress_lines(),
             *self.traceback_samples,
         ]
+
+    def _progress_lines(self, rows: int = 20) -> list[str]:
+        """About `rows` lines of the progress, evenly spaced, the last always in."""
+        if not self.progress:
+            return []
+        step = max(1, len(self.progress) // rows)
+        shown = self.progress[::step]
+        if shown[-1] is not self.progress[-1]:
+            shown.append(self.progress[-1])
+        return ["over time:", *(sample.line() for sample in shown)]
 
 
 def traceback_samples(log_text: str, limit: int = 3) -> list[str]:
@@ -483,8 +516,9 @@ def traceback_samples(log_text: str, limit: int = 3) -> list[str]:
 
 
 def run_fuzz(bootstrap: str, frames: int = 10_000, writers: int = 48, burst: int = 150, burst_every: int = 2_000,
-             seed: int = 20_240_610, settle_s: float = 3.0) -> FuzzReport:
-    """Runs a gateway process in front of `bootstrap`, the bystanders, and the hostile load; the figures."""
+             seed: int = 20_240_610, settle_s: float = 3.0, duration_s: float | None = None) -> FuzzReport:
+    """Runs a gateway process in front of `bootstrap`, the bystanders, and the hostile load; the figures. With
+    `duration_s`, the load goes on for that long instead of stopping after `frames`."""
     suffix = uuid.uuid4().hex[:8]
     topic, group = f"fuzz-topic-{suffix}", f"fuzz-group-{suffix}"
     create_topics(bootstrap, [(topic, PARTITIONS, False)])
@@ -494,6 +528,7 @@ def run_fuzz(bootstrap: str, frames: int = 10_000, writers: int = 48, burst: int
     timeline: list[float | None] = []
     sampling = threading.Event()
     counts = FuzzCounts()
+    progress: list[Progress] = []
 
     def sample() -> None:
         """The gateway's memory every 0.5 s; every 5 s a line with it and what the clients got so far."""
@@ -501,9 +536,10 @@ def run_fuzz(bootstrap: str, frames: int = 10_000, writers: int = 48, burst: int
         while not sampling.wait(0.5):
             timeline.append(rss_mib(gateway.process.pid))
             if len(timeline) % 10 == 0 and bystanders is not None:
-                log(f"fuzz: {time.monotonic() - started:5.0f} s  frames {counts.frames:6d}  "
-                    f"RSS {timeline[-1] or 0:.0f} MiB  produced {len(bystanders.produced)}  "
-                    f"admin answers {bystanders.admin.answers} failures {bystanders.admin.failures}")
+                progress.append(Progress(time.monotonic() - started, counts.frames, timeline[-1],
+                                         len(bystanders.produced), bystanders.admin.answers,
+                                         bystanders.admin.failures))
+                log("fuzz:" + progress[-1].line())
 
     try:
         gateway.wait_ready()
@@ -517,8 +553,11 @@ def run_fuzz(bootstrap: str, frames: int = 10_000, writers: int = 48, burst: int
         sampler = threading.Thread(target=sample, name="fuzz-rss", daemon=True)
         sampler.start()
         started = time.monotonic()
-        log(f"fuzz: {frames} frames, {writers} writers, bursts of {burst} every {burst_every} frames")
-        asyncio.run(_hostile_load(gateway.port, frames, writers, burst, burst_every, seed, counts))
+        amount = f"{frames} frames" if duration_s is None else f"frames for {duration_s:.0f} s"
+        log(f"fuzz: {amount}, {writers} writers, bursts of {burst} every {burst_every} frames")
+        deadline = None if duration_s is None else started + duration_s
+        asyncio.run(_hostile_load(gateway.port, sys.maxsize if deadline else frames, writers, burst, burst_every, seed,
+                                  counts, deadline))
         seconds = time.monotonic() - started
         log(f"fuzz: sent in {seconds:.1f} s; letting the bystanders run {settle_s} s more")
         time.sleep(settle_s)
@@ -553,7 +592,7 @@ def run_fuzz(bootstrap: str, frames: int = 10_000, writers: int = 48, burst: int
         records_duplicated=len(consumed) - len(set(consumed)), produce_failures=bystanders.produce_failures,
         admin_answers=bystanders.admin.answers, admin_failures=bystanders.admin.failures,
         admin_slowest_s=bystanders.admin.slowest_s, admin_errors=bystanders.admin.errors[:5],
-        status_line=status[-1] if status else "(no status line)")
+        status_line=status[-1] if status else "(no status line)", progress=progress)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -565,11 +604,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                                "default %(default)s")
     parser.add_argument("--burst-every", type=int, default=2_000, metavar="FRAMES",
                         help="frames between bursts; default %(default)s")
+    parser.add_argument("--duration", type=float, metavar="SECONDS",
+                        help="the soak: send hostile frames for this long (their number unbounded, --frames ignored) "
+                             "and print memory and answers over time")
     parser.add_argument("--seed", type=int, default=20_240_610, help="the generator's seed; default %(default)s")
     parser.add_argument("--json", action="store_true", help="the figures as one JSON line on stdout")
     args = parser.parse_args(argv)
     with broker_or_embedded(args.bootstrap_servers) as bootstrap:
-        report = run_fuzz(bootstrap, args.frames, args.writers, args.burst, args.burst_every, args.seed)
+        report = run_fuzz(bootstrap, args.frames, args.writers, args.burst, args.burst_every, args.seed,
+                          duration_s=args.duration)
     if args.json:
         print(json.dumps({**asdict(report), "rss_growth_mib": report.rss_growth_mib}))
     else:

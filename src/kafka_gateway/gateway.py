@@ -40,7 +40,9 @@ Streams groups (PROTOCOL.md section 10, `streams_topics`): a StreamsGroupHeartbe
 counts of the topics its group's topology names, from the upstream's Metadata (the shell fetches them when told
 with `FetchTopicMetadata`, and tells `receive_topic_metadata`; a heartbeat naming a topic never fetched waits for
 that fetch, within its bound); an answer's `create_topics` become a `CreateTopics` for the shell, which tells
-`topics_created`. Neither waits on the other connections or on the event loop.
+`topics_created`. Neither waits on the other connections or on the event loop. An OffsetDelete uses the same counts
+(section 11, `offset_delete`): it waits for a topic never fetched the same way, then the partitions the upstream
+does not have are answered UNKNOWN_TOPIC_OR_PARTITION by the gateway and only the others go to the engine.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ from .codec import (
 from .envelopes import API_NAMES, answer_list, group_entries, is_split_by_group, merge_answers, split_request
 from .errors import GatewayError, MalformedFrame, UnencodableAnswer, UnsupportedRequest, UpstreamError
 from .frames import DEFAULT_MAX_FRAME_BYTES, SIZE_BYTES, FrameSplitter, frame
+from .offset_delete import with_unknown_partitions, without_unknown_partitions
 from .streams_topics import GroupTopics, InternalTopics, TopicCounts, creatable_topics
 
 log = logging.getLogger(__name__)
@@ -271,7 +274,10 @@ class _CoordinatorSlot(_Slot):
     sent: int = 0  # parts sent so far
     answered: int = 0  # parts answered or given up
     in_flight: dict[int, int] = field(default_factory=dict)  # envelope id -> part index, awaiting its answer
-    topics: frozenset[str] = frozenset()  # a StreamsGroupHeartbeat's: whose counts its envelope carries
+    # Whose partition counts it needs: a StreamsGroupHeartbeat's envelope carries them, an OffsetDelete is checked
+    # against them.
+    topics: frozenset[str] = frozenset()
+    unknown_partitions: list[dict[str, Any]] = field(default_factory=list)  # an OffsetDelete's, answered here
 
     @property
     def done(self) -> bool:
@@ -791,16 +797,22 @@ class Gateway:
         heapq.heappush(self._deadlines, (now_ms + self._bound_ms(api_key, version, parts[0]),
                                          self._deadline_sequence, connection.id, slot))
         connection.muted_by = slot
-        if api_key == ApiKey.StreamsGroupHeartbeat and self._awaits_topic_counts(connection, slot, now_ms, actions):
+        if api_key in (ApiKey.StreamsGroupHeartbeat, ApiKey.OffsetDelete) and self._awaits_topic_counts(
+                connection, slot, now_ms, actions):
             return
         self._send_parts(connection, slot, actions)
 
     def _awaits_topic_counts(self, connection: _Connection, slot: _CoordinatorSlot, now_ms: int,
                              actions: list[Action]) -> bool:
-        """Whether a StreamsGroupHeartbeat waits for the counts of its group's topics: fetches those never fetched
-        (it waits for them) and those fetched too long ago (it goes with their last counts meanwhile)."""
+        """Whether a StreamsGroupHeartbeat (or an OffsetDelete) waits for the counts of its group's topics (the
+        topics it names): fetches those never fetched (it waits for them) and those fetched too long ago (it goes
+        with their last counts meanwhile)."""
         body = slot.parts[0]
-        slot.topics = self.group_topics.of(body.get("group_id"), body.get("topology"))
+        if slot.api_key == ApiKey.OffsetDelete:
+            slot.topics = frozenset(topic.get("name") for topic in body.get("topics") or []
+                                    if isinstance(topic.get("name"), str))
+        else:
+            slot.topics = self.group_topics.of(body.get("group_id"), body.get("topology"))
         missing, stale = self.topic_counts.lookup(slot.topics, now_ms)
         fetch = self.topic_counts.to_fetch(missing | stale)
         if fetch:
@@ -811,7 +823,11 @@ class Gateway:
         return True
 
     def _send_parts(self, connection: _Connection, slot: _CoordinatorSlot, actions: list[Action]) -> None:
-        """Sends the request's next parts, up to the window; each is stamped with the request's receipt time."""
+        """Sends the request's next parts, up to the window; each is stamped with the request's receipt time. An
+        OffsetDelete first loses the partitions the upstream does not have (answered when the engine's answer comes)."""
+        if slot.api_key == ApiKey.OffsetDelete and slot.sent == 0:
+            slot.parts[0], slot.unknown_partitions = without_unknown_partitions(
+                slot.parts[0], self.topic_counts.known(slot.topics))
         while slot.sent < len(slot.parts) and len(slot.in_flight) < self.limits.max_envelopes_in_flight:
             envelope_id = self._envelope_id()
             slot.in_flight[envelope_id] = slot.sent
@@ -820,7 +836,8 @@ class Gateway:
                 API_NAMES[slot.api_key], slot.parts[slot.sent], version=slot.version, correlation_id=envelope_id,
                 client_id=slot.client_id or "", client_host="/" + connection.client_host, reply_to=self.reply_to,
                 timestamp_ms=slot.received_ms)
-            topic_metadata = self.topic_counts.field(slot.topics)
+            topic_metadata = self.topic_counts.field(slot.topics) if slot.api_key == ApiKey.StreamsGroupHeartbeat \
+                else None
             if topic_metadata is not None:
                 envelope[TOPIC_METADATA] = topic_metadata
             actions.append(ToCoordinator(envelope))
@@ -860,7 +877,8 @@ class Gateway:
         """Every part is answered (or timed out): the slot gets its response and the channel opens."""
         latencies = self.latencies_ms.setdefault(slot.api_key.name, deque(maxlen=LATENCY_SAMPLES))
         latencies.append(max(0, now_ms - slot.received_ms))
-        body = {} if slot.piecewise else merge_answers(slot.api_key, slot.version, slot.parts, slot.answers)
+        body = {} if slot.piecewise else with_unknown_partitions(
+            merge_answers(slot.api_key, slot.version, slot.parts, slot.answers), slot.unknown_partitions)
         error_code = body.get("error_code")
         if isinstance(error_code, int) and error_code != 0:
             self.counters[f"{slot.api_key.name}_error_{error_code}"] += 1

@@ -6,7 +6,8 @@ the gateway's core asks, the shell fetches and creates upstream and tells the re
 - `TopicCounts`: counts learned from the upstream's Metadata, cached (up to `max_topics`). A heartbeat is sent
   at once with what the cache holds; topics cached longer than `max_age_ms` are fetched again meanwhile (so a
   topic created later shows up within that age); a heartbeat naming a topic the cache has never held waits for
-  one fetch of it (a miss), then goes with whatever that fetch learned. A topic the upstream lacks counts -1.
+  one fetch of it (a miss), then goes with whatever that fetch learned. A topic the upstream lacks counts -1. The
+  gateway checks an OffsetDelete's topics against the same cache (`offset_delete`).
 - `GroupTopics`: the topics each group's topology names (source, repartition source and changelog topics, the
   ones section 10 configures from), learned from the topologies that joins carry: later heartbeats carry none.
   Bounded: the groups least recently heard of are forgotten first.
@@ -121,6 +122,10 @@ class TopicCounts:
         """Topics whose count just changed upstream (created): fetched afresh when next named."""
         for topic in topics:
             self.counts.pop(topic, None)
+
+    def known(self, topics: Iterable[str]) -> dict[str, int]:
+        """The counts of those of `topics` that have one."""
+        return {topic: self.counts[topic][0] for topic in topics if topic in self.counts}
 
     def field(self, topics: Iterable[str]) -> dict[str, Any] | None:
         """The envelope's `topic_metadata` for `topics`, those with a count, by name; None when none has one."""

@@ -21,6 +21,7 @@ from kafka.errors import (
     GroupIdNotFoundError,
     GroupSubscribedToTopicError,
     NoError,
+    UnknownTopicOrPartitionError,
 )
 from kafka.structs import OffsetAndMetadata
 
@@ -110,6 +111,25 @@ def test_admin_clients_alter_list_and_delete_offsets_and_groups(gateway: Backgro
         assert admin.list_group_offsets(group)[group] == {}
         assert admin.describe_groups([group])[group]["group_state"] == "Dead"
         assert not {group, live_group} & {g["group_id"] for g in admin.list_groups()}
+    finally:
+        admin.close()
+
+
+def test_deleting_offsets_of_a_topic_the_cluster_lacks_is_unknown_topic_or_partition(gateway: BackgroundGateway,
+                                                                                     topic: str) -> None:
+    """Section 11: the gateway answers UNKNOWN_TOPIC_OR_PARTITION for a topic the upstream does not have, as a broker
+    does, and deletes the offsets of the topic that exists in the same request."""
+    group, absent_topic = f"admin-group-{uuid.uuid4().hex[:8]}", f"absent-{uuid.uuid4().hex[:8]}"
+    # confluent-kafka's AdminClient has no call for OffsetDelete (librdkafka's is not bound): kafka-python's only.
+    admin = KafkaAdminClient(bootstrap_servers=gateway.address, request_timeout_ms=15_000)
+    p0, p1, absent = TopicPartition(topic, 0), TopicPartition(topic, 1), TopicPartition(absent_topic, 0)
+    beyond = TopicPartition(topic, 2)  # the topic has two partitions
+    try:
+        assert admin.alter_group_offsets(group, {p0: OffsetAndMetadata(4, "", -1), p1: OffsetAndMetadata(6, "", -1)}) \
+            == {p0: NoError, p1: NoError}
+        assert admin.delete_group_offsets(group, [absent, beyond, p0]) == {
+            absent: UnknownTopicOrPartitionError, beyond: UnknownTopicOrPartitionError, p0: NoError}
+        assert {tp: o.offset for tp, o in admin.list_group_offsets(group)[group].items()} == {p1: 6}
     finally:
         admin.close()
 

@@ -8,7 +8,7 @@ from kafka.protocol.api_key import ApiKey
 from chaos_harness.gateway_stack import JoinGenerations
 from kafka_gateway.errors import MalformedFrame
 from kafka_gateway.frames import FrameSplitter, frame
-from kafka_gateway.gateway import Limits, ResumeReading
+from kafka_gateway.gateway import FetchTopicMetadata, Limits, ResumeReading
 
 from .wire import (
     REPLY_TO,
@@ -254,20 +254,34 @@ def test_delete_groups_is_split_per_distinct_group_and_merged_in_request_order()
     assert [(r["group_id"], r["error_code"]) for r in body["results"]] == [("a", 42), ("b", 15), ("c", 68)]
 
 
-def test_offset_delete_is_one_envelope_and_its_answer_the_response() -> None:
+def test_offset_delete_waits_for_its_topics_counts_and_answers_unknown_partitions_itself() -> None:
+    """Section 11: the partitions the upstream lacks (absent topic, index beyond the count) are answered
+    UNKNOWN_TOPIC_OR_PARTITION by the gateway, the rest go to the engine in one envelope and the answers merge."""
     gateway = make_gateway()
     conn = gateway.open("10.0.0.7")
-    topics = [{"name": "t", "partitions": [{"partition_index": 0}, {"partition_index": 1}]}]
-    [part] = envelopes(gateway.receive(conn, request(ApiKey.OffsetDelete, 0, 3, {"group_id": "g", "topics": topics}),
-                                       T0))
-    assert (part["api"], part["body"]) == ("OffsetDelete", {"group_id": "g", "topics": topics})
+    topics = [{"name": "t", "partitions": [{"partition_index": 0}, {"partition_index": 1}, {"partition_index": 2}]},
+              {"name": "gone", "partitions": [{"partition_index": 0}]}]
+    actions = gateway.receive(conn, request(ApiKey.OffsetDelete, 0, 3, {"group_id": "g", "topics": topics}), T0)
+    assert [a.topics for a in actions if isinstance(a, FetchTopicMetadata)] == [("gone", "t")]
+    assert envelopes(actions) == []
+    [part] = envelopes(gateway.receive_topic_metadata(("gone", "t"), {"t": 2, "gone": -1}, T0 + 5))
+    assert (part["api"], part["body"]) == ("OffsetDelete", {"group_id": "g", "topics": [
+        {"name": "t", "partitions": [{"partition_index": 0}, {"partition_index": 1}]}]})
+    assert "topic_metadata" not in part
     answered = {"error_code": 0, "error": "NONE", "throttle_time_ms": 0, "topics": [{"name": "t", "partitions": [
         {"partition_index": 0, "error_code": 86, "error": "GROUP_SUBSCRIBED_TO_TOPIC"},
         {"partition_index": 1, "error_code": 0, "error": "NONE"}]}]}
-    [(_, body)] = decode_responses(to_client(gateway.receive_answers([answer(part, answered)], T0)),
+    [(_, body)] = decode_responses(to_client(gateway.receive_answers([answer(part, answered)], T0 + 6)),
                                    [(ApiKey.OffsetDelete, 0)])
     assert body["error_code"] == 0
-    assert [(p["partition_index"], p["error_code"]) for p in body["topics"][0]["partitions"]] == [(0, 86), (1, 0)]
+    assert [(t["name"], [(p["partition_index"], p["error_code"]) for p in t["partitions"]]) for t in body["topics"]] \
+        == [("t", [(2, 3), (0, 86), (1, 0)]), ("gone", [(0, 3)])]
+    # The counts are cached: the next OffsetDelete goes at once; a top-level error from the engine comes alone.
+    [part] = envelopes(gateway.receive(conn, request(ApiKey.OffsetDelete, 0, 4, {"group_id": "h", "topics": topics}),
+                                       T0 + 7))
+    [(_, body)] = decode_responses(to_client(gateway.receive_answers(
+        [answer(part, {"error_code": 69, "error": "GROUP_ID_NOT_FOUND"})], T0 + 8)), [(ApiKey.OffsetDelete, 0)])
+    assert (body["error_code"], body["topics"]) == (69, [])
 
 
 def test_offset_fetch_v8_is_split_per_group_and_merged() -> None:
