@@ -23,6 +23,7 @@ A thin adapter over `coordinator_state.run_group`. The pipeline:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -30,7 +31,6 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-from pyspark import Accumulator
 from pyspark.sql import Column, DataFrame, GroupedData, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState as SparkGroupState
@@ -56,6 +56,15 @@ from coordinator_state import (
 from coordinator_state.envelope import REPLY_TO
 
 from .settings import TRANSFORM_WITH_STATE, engine_config, stateful_operator
+from .task_metrics import (
+    ENGINE_MS,
+    LATE_REQUESTS,
+    OPERATOR_CALLS,
+    OPERATOR_MS,
+    STATE_LOAD_MS,
+    STATE_WRITE_MS,
+    TaskMetrics,
+)
 
 # One row per pack: a group's requests from one Arrow batch of one source partition (in log order), the
 # invalid records of one batch under the `invalid` key, or a tick. Packing moves a tenth of the rows through
@@ -161,6 +170,7 @@ class StepOutcome:
     rows: list[OutputRow]
     state: bytes | None  # the group's encoded state (coordinator_state's versioned codec); None: it is gone
     wake_at_ms: int | None  # the first watermark at which the group must be called again, requests or not
+    late_requests: int = 0  # requests older than the watermark
 
 
 def wake_at(next_deadline: int, watermark_ms: int) -> int:
@@ -174,10 +184,10 @@ class CoordinatorStep:
     output rows, the state to store and the watermark to wake the group at out. The operators' adapters only
     move these in and out."""
 
-    def __init__(self, settings: Mapping[str, Any], live: bool, late_requests: Accumulator[int] | None = None) -> None:
+    def __init__(self, settings: Mapping[str, Any], live: bool, metrics: TaskMetrics | None = None) -> None:
         self.config = EngineConfig.from_mapping(engine_config(settings))
         self.skew = int(settings["coordinator.max.clock.skew.ms"]) if live else None
-        self.late_requests = late_requests
+        self.metrics = metrics
         self.responses_topic = str(settings["coordinator.responses.topic"])
         self.snapshots_topic = str(settings["coordinator.snapshots.topic"])
         self.dead_letters_topic = str(settings["coordinator.dead.letters.topic"])
@@ -201,8 +211,6 @@ class CoordinatorStep:
             assert not isinstance(parsed, Tick | Invalid), "the parse stage routes these elsewhere"
             requests.append(parsed)
         outcome = run_group(stored, watermark_ms, requests, self.config)
-        if self.late_requests is not None and outcome.late_requests:
-            self.late_requests.add(outcome.late_requests)
         out: list[OutputRow] = [(self.responses_topic, r[REPLY_TO], to_json(r)) for r in outcome.responses]
         for change in outcome.offset_changes:
             record = change.record()
@@ -214,7 +222,15 @@ class CoordinatorStep:
         wake = None
         if outcome.state is not None and outcome.next_deadline is not None:
             wake = wake_at(outcome.next_deadline, watermark_ms)
-        return StepOutcome(out, outcome.state, wake)
+        return StepOutcome(out, outcome.state, wake, outcome.late_requests)
+
+    def report(self, started: float, loaded: float, computed: float, written: float, late_requests: int) -> None:
+        """One call's times (time.perf_counter() readings: called, state loaded, step done, state written) and late
+        requests, to the task metrics."""
+        if self.metrics is not None:
+            self.metrics.add({OPERATOR_MS: (written - started) * 1000, STATE_LOAD_MS: (loaded - started) * 1000,
+                              ENGINE_MS: (computed - loaded) * 1000, STATE_WRITE_MS: (written - computed) * 1000,
+                              OPERATOR_CALLS: 1, LATE_REQUESTS: late_requests})
 
 
 def _frame(rows: list[OutputRow]) -> pd.DataFrame:
@@ -222,12 +238,12 @@ def _frame(rows: list[OutputRow]) -> pd.DataFrame:
 
 
 def make_group_step(settings: Mapping[str, Any], live: bool,
-                    late_requests: Accumulator[int] | None = None) -> Callable[..., Iterator[pd.DataFrame]]:
-    """The `applyInPandasWithState` adapter of `CoordinatorStep`; `late_requests` counts requests older than
-    the watermark."""
-    core = CoordinatorStep(settings, live, late_requests)
+                    metrics: TaskMetrics | None = None) -> Callable[..., Iterator[pd.DataFrame]]:
+    """The `applyInPandasWithState` adapter of `CoordinatorStep`; `metrics` gets its times and late requests."""
+    core = CoordinatorStep(settings, live, metrics)
 
     def step(key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: SparkGroupState) -> Iterator[pd.DataFrame]:
+        started = time.perf_counter()
         invalid, group_id = bool(key[0]), str(key[1])
         frames = [pdf for pdf in batches if len(pdf)]
         rows = None if not frames else frames[0] if len(frames) == 1 else pd.concat(frames)
@@ -245,8 +261,10 @@ def make_group_step(settings: Mapping[str, Any], live: bool,
             for pack, times in zip(rows["records"], rows["record_ts"], strict=True)
             for raw, ts in zip(pack, times, strict=True)]
         stored = state.get[0] if state.exists else None
+        loaded = time.perf_counter()
         outcome = core.group(group_id, records, None if stored is None else bytes(stored),
                              state.getCurrentWatermarkMs())
+        computed = time.perf_counter()
         if outcome.state is None:
             if state.exists:
                 state.remove()
@@ -256,6 +274,7 @@ def make_group_step(settings: Mapping[str, Any], live: bool,
                 # EventTimeTimeout fires once the watermark is strictly past the timeout (PySpark's
                 # GroupState docs; Spark's FlatMapGroupsWithStateExec: timeout < watermark).
                 state.setTimeoutTimestamp(max(outcome.wake_at_ms - 1, 1))  # 0: no timeout
+        core.report(started, loaded, computed, time.perf_counter(), outcome.late_requests)
         yield _frame(outcome.rows)
 
     return step
@@ -270,15 +289,15 @@ class CoordinatorProcessor(StatefulProcessor):
     is due by the watermark itself, so a wake-up earlier than the next deadline changes nothing.
     """
 
-    def __init__(self, settings: Mapping[str, Any], live: bool, late_requests: Accumulator[int] | None = None) -> None:
+    def __init__(self, settings: Mapping[str, Any], live: bool, metrics: TaskMetrics | None = None) -> None:
         self.settings = dict(settings)
         self.live = live
-        self.late_requests = late_requests
+        self.metrics = metrics
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
         self.state = handle.getValueState("group", TWS_STATE_SCHEMA)
-        self.core = CoordinatorStep(self.settings, self.live, self.late_requests)
+        self.core = CoordinatorStep(self.settings, self.live, self.metrics)
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Row]:
         # Rows unpack by position, in OPERATOR_COLUMNS' order: a Row's lookup by name scans its field names.
@@ -298,9 +317,12 @@ class CoordinatorProcessor(StatefulProcessor):
 
     def _step(self, group_id: str, records: list[tuple[bytes, int | None]], timer_values: TimerValues,
               fired: int | None = None) -> Iterator[Row]:
+        started = time.perf_counter()
         stored = self.state.get()
+        loaded = time.perf_counter()
         outcome = self.core.group(group_id, records, None if stored is None else bytes(stored[0]),
                                   timer_values.getCurrentWatermarkInMs())
+        computed = time.perf_counter()
         # The timer still registered for the group: Spark deletes the one that fired after this call.
         timer = None if stored is None or stored[1] == fired else stored[1]
         # An earlier timer than needed stays: it finds nothing due when it fires and arms the later one. Moving
@@ -318,6 +340,7 @@ class CoordinatorProcessor(StatefulProcessor):
             self.state.update((outcome.state, timer))
         elif stored is not None:
             self.state.clear()
+        self.core.report(started, loaded, computed, time.perf_counter(), outcome.late_requests)
         yield from _rows(outcome.rows)
 
     def close(self) -> None:
@@ -353,25 +376,26 @@ def _records_where(condition: Column) -> Column:
 
 
 def coordinator_operator(settings: Mapping[str, Any], live: bool,
-                         late_requests: Accumulator[int] | None = None) -> StatefulOperator:
+                         metrics: TaskMetrics | None = None) -> StatefulOperator:
     """Step 3: the configured stateful operator running `CoordinatorStep` on every group's packs."""
 
     def apply(grouped: GroupedData) -> DataFrame:
         if stateful_operator(settings) == TRANSFORM_WITH_STATE:
-            return grouped.transformWithState(CoordinatorProcessor(settings, live, late_requests), OUTPUT_SCHEMA,
+            return grouped.transformWithState(CoordinatorProcessor(settings, live, metrics), OUTPUT_SCHEMA,
                                               "Append", "EventTime")
-        return grouped.applyInPandasWithState(make_group_step(settings, live, late_requests), OUTPUT_SCHEMA,
+        return grouped.applyInPandasWithState(make_group_step(settings, live, metrics), OUTPUT_SCHEMA,
                                               STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
 
     return apply
 
 
 def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: bool, source: str = "topic",
-                   late_requests: Accumulator[int] | None = None,
+                   metrics: TaskMetrics | None = None,
                    operator: StatefulOperator | None = None) -> DataFrame:
     """The whole query from a DataFrame of records (value binary, partition, offset, timestamp) to output rows.
 
-    `late_requests`, if given, counts the requests processed after the watermark had passed them;
+    `metrics`, if given, gets the operator's times and counts the requests processed after the watermark had passed
+    them (task_metrics);
     `operator` replaces step 3 (default: `coordinator_operator`), so a measurement can run the same plan
     around another operator.
     """
@@ -397,4 +421,4 @@ def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: boo
         "event_time", metadata={"spark.watermarkDelayMs": lateness})
     grouped = parsed.filter(F.col("kind") != "tick").select(*OPERATOR_COLUMNS, never_late).groupBy(
         "invalid", "group_id")
-    return (operator or coordinator_operator(settings, live, late_requests))(grouped)
+    return (operator or coordinator_operator(settings, live, metrics))(grouped)

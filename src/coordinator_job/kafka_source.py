@@ -12,12 +12,15 @@ Streaming read options:
   ``pollTimeoutMs`` (default 60000: how long a task may take to read its whole offset range; past that
   it fails, and Spark retries it),
   ``fetchMaxWaitMs`` (default 500: how long the broker may hold a task's fetch, see broker.READER_FETCH_MAX_WAIT_MS;
-  a task doubles it, up to 8 s, while the broker answers with nothing below its high watermark).
+  a task doubles it, up to 8 s, while the broker answers with nothing below its high watermark),
+  ``taskMetricsAccumulator`` (optional: the id of the job's task-metrics accumulator, to which each task adds the
+  time it took to read its range; see task_metrics).
 
 Offsets (stored by Spark in the checkpoint) are ``{"<partition>": <next offset>}``; partition ids
 are strings because the offsets round-trip through JSON. Partitions that appear later start at 0.
 
-Write options (streaming and batch): ``kafka.bootstrap.servers``. Input rows need ``topic string``
+Write options (streaming and batch): ``kafka.bootstrap.servers``, ``taskMetricsAccumulator`` (as for reading: the
+time each task took to produce and to flush its records). Input rows need ``topic string``
 and ``value binary|string`` (null = tombstone) and may have ``key binary|string``. Keys are placed
 with kafka-python's default partitioner (murmur2, as the Java client). Delivery is at-least-once:
 a retried task re-sends its rows.
@@ -52,6 +55,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import BinaryType, StringType, StructType
 
+from . import task_metrics
 from .broker import FETCH_MAX_WAIT_MS, READER_FETCH_MAX_WAIT_MS, log_end_offsets
 
 log = logging.getLogger(__name__)
@@ -98,6 +102,7 @@ class ReaderOptions:
     max_records_per_batch: int | None = None
     poll_timeout_ms: int = 60_000
     fetch_max_wait_ms: int = READER_FETCH_MAX_WAIT_MS
+    metrics_accumulator: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReaderOptions:
@@ -115,6 +120,7 @@ class ReaderOptions:
             max_records_per_batch=_positive_int(options, "maxRecordsPerBatch"),
             poll_timeout_ms=_positive_int(options, "pollTimeoutMs") or cls.poll_timeout_ms,
             fetch_max_wait_ms=_positive_int(options, "fetchMaxWaitMs") or cls.fetch_max_wait_ms,
+            metrics_accumulator=options.get(task_metrics.ACCUMULATOR_OPTION),
         )
 
 
@@ -167,6 +173,7 @@ class KafkaOffsetRange(InputPartition):
     end: int
     poll_timeout_ms: int
     fetch_max_wait_ms: int = READER_FETCH_MAX_WAIT_MS
+    metrics_accumulator: str | None = None
 
 
 class RangeReadTimeout(TimeoutError):
@@ -281,12 +288,16 @@ def read_offset_range(part: KafkaOffsetRange) -> Iterator[tuple[Any, ...]]:
     fetches ahead) asks for the next micro-batch's first offsets of this partition, not of another one.
     """
     key = (part.bootstrap_servers, part.topic, part.partition, part.fetch_max_wait_ms)
+    started = time.perf_counter()
     reader = _cached_client(_READERS, key, lambda: PartitionReader(part))
     try:
         yield from reader.read(part)
     except BaseException:
         _drop_client(_READERS, key)
         raise
+    metrics = task_metrics.metrics_for_task(part.metrics_accumulator)
+    if metrics is not None:
+        metrics.add({task_metrics.SOURCE_READ_MS: task_metrics.since_ms(started), task_metrics.SOURCE_TASKS: 1})
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -369,6 +380,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 end=end[p],
                 poll_timeout_ms=self.options.poll_timeout_ms,
                 fetch_max_wait_ms=self.options.fetch_max_wait_ms,
+                metrics_accumulator=self.options.metrics_accumulator,
             )
             for p in sorted(end, key=int)
             if end[p] > start.get(p, 0)
@@ -414,8 +426,10 @@ def _as_bytes(value: bytes | bytearray | str | None) -> bytes | None:
     return bytes(value)
 
 
-def produce_rows(bootstrap_servers: str, rows: Iterator[Row]) -> KafkaCommitMessage:
-    """Send every row, wait until Kafka acknowledged all of them (acks=all), raise on any failure."""
+def produce_rows(bootstrap_servers: str, rows: Iterator[Row],
+                 metrics: task_metrics.TaskMetrics | None = None) -> KafkaCommitMessage:
+    """Send every row, wait until Kafka acknowledged all of them (acks=all), raise on any failure; add the time
+    spent sending (the rows' production upstream included) and flushing to `metrics`."""
     producer = _cached_client(_WRITERS, bootstrap_servers, lambda: KafkaProducer(
         bootstrap_servers=bootstrap_servers,
         client_id=f"{SOURCE_NAME}-writer",
@@ -424,6 +438,7 @@ def produce_rows(bootstrap_servers: str, rows: Iterator[Row]) -> KafkaCommitMess
         partitioner=DefaultPartitioner(),
     ))
     try:
+        started = time.perf_counter()
         futures = []
         for row in rows:
             fields = row.asDict()
@@ -432,9 +447,14 @@ def produce_rows(bootstrap_servers: str, rows: Iterator[Row]) -> KafkaCommitMess
                 raise ValueError(f"{SOURCE_NAME} sink: row without a topic: {row!r}")
             key, value = _as_bytes(fields.get("key")), _as_bytes(fields["value"])
             futures.append(producer.send(topic, key=key, value=value))
+        sent = time.perf_counter()
         producer.flush()
         for future in futures:
             future.get()  # re-raises the send error so Spark fails and retries the task
+        if metrics is not None:
+            metrics.add({task_metrics.SINK_PRODUCE_MS: (sent - started) * 1000,
+                         task_metrics.SINK_FLUSH_MS: task_metrics.since_ms(sent),
+                         task_metrics.SINK_RECORDS: len(futures)})
         return KafkaCommitMessage(records=len(futures))
     except BaseException:
         _drop_client(_WRITERS, bootstrap_servers)
@@ -444,13 +464,14 @@ def produce_rows(bootstrap_servers: str, rows: Iterator[Row]) -> KafkaCommitMess
 class KafkaStreamWriter(DataSourceStreamWriter):
     """Micro-batch sink: each task produces its rows and flushes before reporting success."""
 
-    def __init__(self, bootstrap_servers: str, schema: StructType) -> None:
+    def __init__(self, bootstrap_servers: str, schema: StructType, metrics_accumulator: str | None = None) -> None:
         _check_write_schema(schema)
         self.bootstrap_servers = bootstrap_servers
+        self.metrics_accumulator = metrics_accumulator
 
     def write(self, iterator: Iterator[Row]) -> KafkaCommitMessage:
         """Produce this task's rows (runs on an executor)."""
-        return produce_rows(self.bootstrap_servers, iterator)
+        return produce_rows(self.bootstrap_servers, iterator, task_metrics.metrics_for_task(self.metrics_accumulator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Log how much the micro-batch wrote; the records are already durable in Kafka."""
@@ -492,7 +513,8 @@ class KafkaDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> KafkaStreamWriter:
         """Writer for ``df.writeStream.format("coordinator_kafka")``."""
-        return KafkaStreamWriter(_required(self.options, "kafka.bootstrap.servers"), schema)
+        return KafkaStreamWriter(_required(self.options, "kafka.bootstrap.servers"), schema,
+                                 self.options.get(task_metrics.ACCUMULATOR_OPTION))
 
     def writer(self, schema: StructType, overwrite: bool) -> KafkaBatchWriter:
         """Writer for ``df.write.format("coordinator_kafka")``."""

@@ -20,6 +20,7 @@ from coordinator_state import OffsetChange, ReplayDriver, to_json
 from coordinator_state import tombstone as tombstone_record
 
 from .settings import engine_config
+from .task_metrics import LATE_REQUESTS, task_metrics
 from .traffic_file import split_lines
 
 Progress = Callable[[int, int], None]
@@ -101,8 +102,8 @@ def replay_spark_to_files(path: Path, settings: Mapping[str, Any], records_per_b
     records = spark.readStream.format("coordinator_file").option("path", str(path))
     if records_per_batch:
         records = records.option("maxRecordsPerBatch", str(records_per_batch))
-    late_requests = spark.sparkContext.accumulator(0)
-    output = build_pipeline(records.load(), settings, live=False, source="file", late_requests=late_requests)
+    metrics = task_metrics(spark.sparkContext)
+    output = build_pipeline(records.load(), settings, live=False, source="file", metrics=metrics)
     result = SparkReplayOutput()
     responses_topic = settings["coordinator.responses.topic"]
     dead_letters_topic = settings["coordinator.dead.letters.topic"]
@@ -134,7 +135,7 @@ def replay_spark_to_files(path: Path, settings: Mapping[str, Any], records_per_b
                             result.offsets[key] = offset_tombstone(key) if value is None else str(value)
                         else:
                             result.snapshots[key] = tombstone(key) if value is None else str(value)
-    result.late_requests = int(late_requests.value)
+    result.late_requests = int(metrics.value.get(LATE_REQUESTS, 0))
     result.offsets = dict(sorted(result.offsets.items()))
     return result
 
