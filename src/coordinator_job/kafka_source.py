@@ -428,8 +428,9 @@ def _as_bytes(value: bytes | bytearray | str | None) -> bytes | None:
 
 def produce_rows(bootstrap_servers: str, rows: Iterator[Row],
                  metrics: task_metrics.TaskMetrics | None = None) -> KafkaCommitMessage:
-    """Send every row, wait until Kafka acknowledged all of them (acks=all), raise on any failure; add the time
-    spent sending (the rows' production upstream included) and flushing to `metrics`."""
+    """Send every row, wait until Kafka acknowledged all of them (acks=all), raise on any failure; add to `metrics`
+    the time spent waiting for the rows (upstream: in a micro-batch, the shuffle read and the stateful operator),
+    sending them and flushing."""
     producer = _cached_client(_WRITERS, bootstrap_servers, lambda: KafkaProducer(
         bootstrap_servers=bootstrap_servers,
         client_id=f"{SOURCE_NAME}-writer",
@@ -438,22 +439,29 @@ def produce_rows(bootstrap_servers: str, rows: Iterator[Row],
         partitioner=DefaultPartitioner(),
     ))
     try:
-        started = time.perf_counter()
         futures = []
+        waiting = sending = 0.0
+        clock = time.perf_counter
+        asked = clock()
         for row in rows:
+            got = clock()
+            waiting += got - asked
             fields = row.asDict()
             topic = fields["topic"]
             if not topic:
                 raise ValueError(f"{SOURCE_NAME} sink: row without a topic: {row!r}")
             key, value = _as_bytes(fields.get("key")), _as_bytes(fields["value"])
             futures.append(producer.send(topic, key=key, value=value))
-        sent = time.perf_counter()
+            asked = clock()
+            sending += asked - got
+        waiting += clock() - asked
+        flushing = clock()
         producer.flush()
         for future in futures:
             future.get()  # re-raises the send error so Spark fails and retries the task
         if metrics is not None:
-            metrics.add({task_metrics.SINK_PRODUCE_MS: (sent - started) * 1000,
-                         task_metrics.SINK_FLUSH_MS: task_metrics.since_ms(sent),
+            metrics.add({task_metrics.SINK_UPSTREAM_MS: waiting * 1000, task_metrics.SINK_PRODUCE_MS: sending * 1000,
+                         task_metrics.SINK_FLUSH_MS: task_metrics.since_ms(flushing),
                          task_metrics.SINK_RECORDS: len(futures)})
         return KafkaCommitMessage(records=len(futures))
     except BaseException:

@@ -31,6 +31,7 @@ STATE_LOAD_MS = "state_load_ms"
 ENGINE_MS = "engine_ms"
 STATE_WRITE_MS = "state_write_ms"
 OPERATOR_CALLS = "operator_calls"
+SINK_UPSTREAM_MS = "sink_upstream_ms"  # the sink task waiting for its rows: shuffle read, stateful operator
 SINK_PRODUCE_MS = "sink_produce_ms"
 SINK_FLUSH_MS = "sink_flush_ms"
 SINK_RECORDS = "sink_records"
@@ -77,7 +78,8 @@ class Breakdown:
     Planning is Spark's latestOffset + getBatch + queryPlanning, commit its walCommit + commitOffsets (the source's
     and the sink's commits included), the batch triggerExecution; the state store's commit is Spark's
     stateOperators.commitTimeMs. The source, operator and sink figures are the tasks' own (`TaskMetrics`); tasks run
-    in parallel, so their sum can exceed the batch's time."""
+    in parallel, so their sum can exceed the batch's time. The stateful stage is the time the sink's tasks wait for
+    their rows: the shuffle read, the stateful operator (Python and the JVM's state store) and the Arrow transfers."""
 
     batches: int = 0
     durations: dict[str, float] = field(default_factory=dict)
@@ -117,6 +119,7 @@ class Breakdown:
             "engine_ms": _mean(t.get(ENGINE_MS, 0), n),
             "state_write_ms": _mean(t.get(STATE_WRITE_MS, 0), n),
             "state_store_commit_ms": _mean(self.state_commit_ms, n),
+            "stateful_stage_ms": _mean(t.get(SINK_UPSTREAM_MS, 0), n),
             "sink_produce_ms": _mean(t.get(SINK_PRODUCE_MS, 0), n),
             "sink_flush_ms": _mean(t.get(SINK_FLUSH_MS, 0), n),
             "groups_per_batch": _mean(t.get(OPERATOR_CALLS, 0), n),
@@ -126,7 +129,8 @@ class Breakdown:
     def line(self) -> str:
         """The breakdown in one short line, for a status line."""
         b = self.per_batch()
-        return (f"per batch: plan {b['planning_ms']:.0f}  read {b['source_read_ms']:.0f}  operator "
-                f"{b['operator_ms']:.0f} (state {b['state_load_ms']:.0f}+{b['state_write_ms']:.0f}, engine "
-                f"{b['engine_ms']:.0f}, store commit {b['state_store_commit_ms']:.0f})  sink "
-                f"{b['sink_produce_ms']:.0f}+{b['sink_flush_ms']:.0f}  commit {b['commit_ms']:.0f} ms")
+        return (f"per batch: plan {b['planning_ms']:.0f}  read {b['source_read_ms']:.0f}  stateful stage "
+                f"{b['stateful_stage_ms']:.0f} (operator {b['operator_ms']:.0f}: state {b['state_load_ms']:.0f}+"
+                f"{b['state_write_ms']:.0f}, engine {b['engine_ms']:.0f}; store commit "
+                f"{b['state_store_commit_ms']:.0f})  sink {b['sink_produce_ms']:.0f}+{b['sink_flush_ms']:.0f}  "
+                f"commit {b['commit_ms']:.0f} ms")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import threading
 import time
@@ -101,3 +102,11 @@ def breakdown(reports: list[dict[str, Any]]) -> dict[str, Any]:
     return {"batches": len(reports), "duration_ms": totals, "state_store_ms": state,
             "state_rows": last_state.get("numRowsTotal"), "state_memory_bytes": last_state.get("memoryUsedBytes"),
             "state_sst_bytes": (last_state.get("customMetrics") or {}).get("rocksdbSstFileSize")}
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The nearest-rank percentile (q in 0..100) of `values`, None if there are none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))])
