@@ -36,7 +36,7 @@ from coordinator_state import encode_group
 
 from .bench_restart import run_restart
 from .live_load import LoadPlan, run_live_load
-from .measuring import ProgressLog, breakdown, log, percentile
+from .measuring import ProgressLog, breakdown, children, log, percentile, tree_cpu_seconds
 from .traffic_gen import (
     generate,
 )
@@ -47,7 +47,6 @@ MEASURED_CORRELATION = 100_000
 # (a member that has not synced within the rebalance timeout after its join answer is removed).
 LIVE_SESSION_TIMEOUT_MS = 120_000
 WARM_UP_BATCHES = 3
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _rss_kb(pid: int, field: str) -> int:
@@ -61,44 +60,12 @@ def _rss_kb(pid: int, field: str) -> int:
     return 0
 
 
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as fh:
-                found += [int(c) for c in fh.read().split()]
-    except OSError:
-        pass
-    return found
-
-
 def _cmdline(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
             return fh.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
-
-
-def _cpu_ticks(pid: int) -> int:
-    """User + system time of `pid` and of its children it has reaped, in clock ticks."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0
-    return sum(int(f) for f in fields[11:15])
-
-
-def tree_cpu_seconds() -> float:
-    """CPU time of this process and every descendant (the JVM, its Python workers): contention on a shared
-    machine stretches wall time, much less CPU time."""
-    total, frontier = 0, [os.getpid()]
-    while frontier:
-        pid = frontier.pop()
-        total += _cpu_ticks(pid)
-        frontier += _children(pid)
-    return total / CLOCK_TICKS
 
 
 class MemorySampler:
@@ -122,13 +89,13 @@ class MemorySampler:
 
     def sample(self) -> None:
         me = os.getpid()
-        jvms = [c for c in _children(me) if "java" in _cmdline(c)]
+        jvms = [c for c in children(me) if "java" in _cmdline(c)]
         jvm_kb = sum(_rss_kb(j, "VmRSS:") for j in jvms)
         workers: list[int] = []
         frontier = list(jvms)
         while frontier:
             pid = frontier.pop()
-            for child in _children(pid):
+            for child in children(pid):
                 frontier.append(child)
                 if " -m pyspark." in _cmdline(child):  # the daemon, its workers, the data source runners
                     workers.append(child)

@@ -34,7 +34,7 @@ from coordinator_job.task_metrics import Breakdown
 from coordinator_state.envelope import API, Api, ResponseKey, response_key, routing_group_id
 
 from .fetch_cost import fill
-from .measuring import ProgressLog, log, percentile
+from .measuring import ProgressLog, log, percentile, tree_cpu_seconds
 from .traffic_gen import HEARTBEAT_INTERVAL_MS, heartbeat_request, join_request, sync_request
 
 # Heartbeats from this correlation id on are the measured ones (those sent during the set-up are not).
@@ -376,9 +376,11 @@ def run_live_load(settings: Mapping[str, Any], plan: LoadPlan, show: Callable[[s
 
 
 def _measured(job: Any, progress: ProgressLog, phase: Callable[[], None]) -> dict[str, Any]:
-    """Runs `phase`; returns the batches' times and the per-batch breakdown over it, and the load average after."""
-    mark, before = progress.mark(), dict(job.metrics.value)
+    """Runs `phase`; returns the batches' times, the per-batch breakdown over it, the CPU time per batch (this
+    process, the JVM, its Python workers: what a loaded machine stretches least) and the load average after."""
+    mark, before, cpu = progress.mark(), dict(job.metrics.value), tree_cpu_seconds()
     phase()
+    cpu = tree_cpu_seconds() - cpu
     reports = progress.since(mark)
     breakdown = Breakdown()
     breakdown.add_reports(reports)
@@ -386,4 +388,5 @@ def _measured(job: Any, progress: ProgressLog, phase: Callable[[], None]) -> dic
     batch_ms = [float(r["durationMs"]["triggerExecution"]) for r in reports if "triggerExecution" in r["durationMs"]]
     return {"batches": len(batch_ms), "batch_ms_p50": percentile(batch_ms, 50),
             "batch_ms_p99": percentile(batch_ms, 99), "batch_ms_max": max(batch_ms, default=None),
+            "cpu_ms_per_batch": round(cpu * 1000 / len(reports)) if reports else None,
             "breakdown_per_batch": breakdown.per_batch(), "load_average": _load_average()}
