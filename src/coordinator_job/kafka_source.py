@@ -164,7 +164,7 @@ def cap_offsets(start: Offsets, end: Offsets, max_records: int) -> Offsets:
 
 @dataclass(frozen=True)
 class KafkaOffsetRange(InputPartition):
-    """One Spark input partition: offsets [start, end) of one Kafka partition."""
+    """Offsets [start, end) of one Kafka partition: a task reads one or more (KafkaRanges)."""
 
     bootstrap_servers: str
     topic: str
@@ -173,7 +173,40 @@ class KafkaOffsetRange(InputPartition):
     end: int
     poll_timeout_ms: int
     fetch_max_wait_ms: int = READER_FETCH_MAX_WAIT_MS
+
+
+# A micro-batch's ranges go to one task until it holds this many records: an idle batch (ticks) or a light load's is
+# read and parsed by one task instead of one per Kafka partition (each task costs scheduling and the round trips of
+# two Python workers, measured by `coordinator bench --live`); a larger batch still gets a task per partition, parsed
+# in parallel.
+RECORDS_PER_TASK = 5_000
+
+
+@dataclass(frozen=True)
+class KafkaRanges(InputPartition):
+    """One Spark input partition: offset ranges of distinct Kafka partitions, read one after the other in partition
+    order (so the rows come in (partition, offset) order, as the stateful operator expects them)."""
+
+    ranges: tuple[KafkaOffsetRange, ...]
     metrics_accumulator: str | None = None
+
+
+def pack_ranges(ranges: Sequence[KafkaOffsetRange], records_per_task: int,
+                metrics_accumulator: str | None = None) -> list[KafkaRanges]:
+    """`ranges` (in partition order) in tasks: consecutive ones together while a task holds at most
+    `records_per_task` records; a larger range alone."""
+    tasks: list[KafkaRanges] = []
+    current: list[KafkaOffsetRange] = []
+    size = 0
+    for part in ranges:
+        if current and size + part.end - part.start > records_per_task:
+            tasks.append(KafkaRanges(tuple(current), metrics_accumulator))
+            current, size = [], 0
+        current.append(part)
+        size += part.end - part.start
+    if current:
+        tasks.append(KafkaRanges(tuple(current), metrics_accumulator))
+    return tasks
 
 
 class RangeReadTimeout(TimeoutError):
@@ -288,14 +321,20 @@ def read_offset_range(part: KafkaOffsetRange) -> Iterator[tuple[Any, ...]]:
     fetches ahead) asks for the next micro-batch's first offsets of this partition, not of another one.
     """
     key = (part.bootstrap_servers, part.topic, part.partition, part.fetch_max_wait_ms)
-    started = time.perf_counter()
     reader = _cached_client(_READERS, key, lambda: PartitionReader(part))
     try:
         yield from reader.read(part)
     except BaseException:
         _drop_client(_READERS, key)
         raise
-    metrics = task_metrics.metrics_for_task(part.metrics_accumulator)
+
+
+def read_ranges(task: KafkaRanges) -> Iterator[tuple[Any, ...]]:
+    """Every range of `task`, in order (read_offset_range); the time it took to the task metrics, if named."""
+    started = time.perf_counter()
+    for part in task.ranges:
+        yield from read_offset_range(part)
+    metrics = task_metrics.metrics_for_task(task.metrics_accumulator)
     if metrics is not None:
         metrics.add({task_metrics.SOURCE_READ_MS: task_metrics.since_ms(started), task_metrics.SOURCE_TASKS: 1})
 
@@ -370,8 +409,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._latest_seen
 
     def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
-        """One input partition per Kafka partition with a non-empty [start, end) range."""
-        return [
+        """The Kafka partitions' non-empty [start, end) ranges, packed into tasks (pack_ranges)."""
+        return pack_ranges([
             KafkaOffsetRange(
                 bootstrap_servers=self.options.bootstrap_servers,
                 topic=self.options.topic,
@@ -380,16 +419,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 end=end[p],
                 poll_timeout_ms=self.options.poll_timeout_ms,
                 fetch_max_wait_ms=self.options.fetch_max_wait_ms,
-                metrics_accumulator=self.options.metrics_accumulator,
             )
             for p in sorted(end, key=int)
             if end[p] > start.get(p, 0)
-        ]
+        ], RECORDS_PER_TASK, self.options.metrics_accumulator)
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        """Read one offset range on an executor with its own short-lived consumer."""
-        assert isinstance(partition, KafkaOffsetRange)
-        return read_offset_range(partition)
+        """Read one task's offset ranges on an executor, with the worker's consumers."""
+        assert isinstance(partition, KafkaRanges)
+        return read_ranges(partition)
 
     def stop(self) -> None:
         """Close the driver-side consumer when the query stops."""
