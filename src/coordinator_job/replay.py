@@ -70,6 +70,7 @@ class SparkReplayOutput:
     snapshots: dict[str, str] = field(default_factory=dict)  # group id -> final snapshot or tombstone line
     offsets: dict[str, str] = field(default_factory=dict)  # GROUP/TOPIC/PARTITION -> final value or tombstone
     late_requests: int = 0
+    task_metrics: dict[str, float] = field(default_factory=dict)  # what the tasks timed and counted (task_metrics)
 
 
 PROGRESS_INTERVAL_S = 2
@@ -135,7 +136,8 @@ def replay_spark_to_files(path: Path, settings: Mapping[str, Any], records_per_b
                             result.offsets[key] = offset_tombstone(key) if value is None else str(value)
                         else:
                             result.snapshots[key] = tombstone(key) if value is None else str(value)
-    result.late_requests = int(metrics.value.get(LATE_REQUESTS, 0))
+    result.task_metrics = dict(metrics.value)
+    result.late_requests = int(result.task_metrics.get(LATE_REQUESTS, 0))
     result.offsets = dict(sorted(result.offsets.items()))
     return result
 

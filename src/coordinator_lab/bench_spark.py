@@ -32,6 +32,7 @@ from coordinator_job.settings import (
     TRANSFORM_WITH_STATE,
     stateful_operator,
 )
+from coordinator_job.task_metrics import Breakdown
 from coordinator_state import encode_group
 
 from .bench_restart import run_restart
@@ -135,9 +136,10 @@ def run_local(lines: list[bytes], settings: Mapping[str, Any]) -> tuple[float, f
 
 
 def run_spark_plan(spark: Any, path: Path, settings: Mapping[str, Any], records_per_batch: int, cut: str,
-                   progress: ProgressLog) -> tuple[float, float, list[dict[str, Any]], int]:
+                   progress: ProgressLog) -> tuple[float, float, list[dict[str, Any]], int, dict[str, float]]:
     """One replay of the file through the plan cut at `cut` (source, parse, ceiling, full): wall seconds, CPU
-    seconds (driver, JVM and workers), progress reports, output rows.
+    seconds (driver, JVM and workers), progress reports, output rows, the tasks' metrics (coordinator_job.task_metrics;
+    the full plan's only).
 
     `full` is the replay path itself (`replay_spark_to_files`); the cuts end in Spark's no-op sink.
     """
@@ -149,7 +151,8 @@ def run_spark_plan(spark: Any, path: Path, settings: Mapping[str, Any], records_
         from coordinator_job.replay import replay_spark_to_files
 
         with tempfile.TemporaryFile() as responses:
-            rows = replay_spark_to_files(path, settings, records_per_batch, None, None, responses, None).responses
+            written = replay_spark_to_files(path, settings, records_per_batch, None, None, responses, None)
+        rows, tasks = written.responses, written.task_metrics
     else:
         from pyspark.sql import functions as F
 
@@ -171,10 +174,10 @@ def run_spark_plan(spark: Any, path: Path, settings: Mapping[str, Any], records_
             query = (output.writeStream.format("noop").option("checkpointLocation", checkpoint)
                      .trigger(availableNow=True).start())
             query.awaitTermination()
-        rows = 0
+        rows, tasks = 0, {}
     elapsed, cpu = time.perf_counter() - started, tree_cpu_seconds() - cpu
     progress.await_end(ended)  # the listener's last report arrives asynchronously
-    return elapsed, cpu, progress.since(mark), rows
+    return elapsed, cpu, progress.since(mark), rows, tasks
 
 
 def state_bytes_per_member(lines: list[bytes], settings: Mapping[str, Any], members: int) -> float:
@@ -311,7 +314,7 @@ def replay_figures(args: argparse.Namespace, settings: Mapping[str, Any], progre
                 # A tws_ cut is the same plan under transformWithState; its figures' names carry "_tws".
                 plan, infix = cut.removeprefix("tws_"), "_tws" if cut.startswith("tws_") else ""
                 with _stage(f"spark replay, plan cut: {cut}"):
-                    seconds, cpu, reports, rows = run_spark_plan(
+                    seconds, cpu, reports, rows, tasks = run_spark_plan(
                         spark, path, tws_settings if infix else settings, args.records_per_batch, plan, progress)
                 stage_seconds[cut], stage_cpu[cut] = seconds, cpu
                 if plan == "full":
@@ -320,6 +323,10 @@ def replay_figures(args: argparse.Namespace, settings: Mapping[str, Any], progre
                     figures[f"spark{infix}_responses"] = rows
                     figures[f"replay{infix}_batch_ms_p50"] = percentile(_batch_durations(reports, min_rows=1), 50)
                     figures[f"replay{infix}_breakdown"] = breakdown(reports)
+                    per_batch = Breakdown()
+                    per_batch.add_reports(reports)
+                    per_batch.add_tasks({}, tasks)
+                    figures[f"replay{infix}_breakdown_per_batch"] = per_batch.per_batch()
                 elif plan == "ceiling":
                     figures[f"ceiling{infix}_requests_per_s"] = round(figures["requests"] / seconds)
                     figures[f"ceiling{infix}_cpu_requests_per_s"] = round(figures["requests"] / cpu)
