@@ -60,6 +60,7 @@ from .task_metrics import (
     ENGINE_MS,
     LATE_REQUESTS,
     OPERATOR_CALLS,
+    OPERATOR_INPUT_MS,
     OPERATOR_MS,
     STATE_LOAD_MS,
     STATE_WRITE_MS,
@@ -224,11 +225,13 @@ class CoordinatorStep:
             wake = wake_at(outcome.next_deadline, watermark_ms)
         return StepOutcome(out, outcome.state, wake, outcome.late_requests)
 
-    def report(self, started: float, loaded: float, computed: float, written: float, late_requests: int) -> None:
-        """One call's times (time.perf_counter() readings: called, state loaded, step done, state written) and late
-        requests, to the task metrics."""
+    def report(self, started: float, received: float, loaded: float, computed: float, written: float,
+               late_requests: int) -> None:
+        """One call's times (time.perf_counter() readings: called, its rows received, state loaded, step done, state
+        written) and late requests, to the task metrics."""
         if self.metrics is not None:
-            self.metrics.add({OPERATOR_MS: (written - started) * 1000, STATE_LOAD_MS: (loaded - started) * 1000,
+            self.metrics.add({OPERATOR_MS: (written - started) * 1000, OPERATOR_INPUT_MS: (received - started) * 1000,
+                              STATE_LOAD_MS: (loaded - received) * 1000,
                               ENGINE_MS: (computed - loaded) * 1000, STATE_WRITE_MS: (written - computed) * 1000,
                               OPERATOR_CALLS: 1, LATE_REQUESTS: late_requests})
 
@@ -265,6 +268,7 @@ def make_group_step(settings: Mapping[str, Any], live: bool,
             (raw, None if ts is None or ts != ts else int(ts))
             for pack, times in zip(rows["records"], rows["record_ts"], strict=True)
             for raw, ts in zip(pack, times, strict=True)]
+        received = time.perf_counter()
         stored = state.get[0] if state.exists else None
         loaded = time.perf_counter()
         outcome = core.group(group_id, records, None if stored is None else bytes(stored),
@@ -279,7 +283,7 @@ def make_group_step(settings: Mapping[str, Any], live: bool,
                 # EventTimeTimeout fires once the watermark is strictly past the timeout (PySpark's
                 # GroupState docs; Spark's FlatMapGroupsWithStateExec: timeout < watermark).
                 state.setTimeoutTimestamp(max(outcome.wake_at_ms - 1, 1))  # 0: no timeout
-        core.report(started, loaded, computed, time.perf_counter(), outcome.late_requests)
+        core.report(started, received, loaded, computed, time.perf_counter(), outcome.late_requests)
         yield _frame(outcome.rows)
 
     return step
@@ -306,6 +310,7 @@ class CoordinatorProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Row]:
         # Rows unpack by position, in OPERATOR_COLUMNS' order: a Row's lookup by name scans its field names.
+        started = time.perf_counter()
         packs = sorted(rows, key=_log_position)  # they almost always come in order: a linear pass then
         if bool(key[0]):
             yield from _rows(self.core.invalid(
@@ -313,16 +318,17 @@ class CoordinatorProcessor(StatefulProcessor):
                 for letter, answer, reply_to in zip(letters, answers, reply_tos, strict=True)))
             return
         records = [record for _, _, _, _, values, times, *_ in packs for record in zip(values, times, strict=True)]
-        yield from self._step(str(key[1]), records, timerValues)
+        yield from self._step(str(key[1]), records, timerValues, started)
 
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues,
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Row]:
         # Spark deletes the fired timer after this call; the step arms the next one, always a later one.
-        yield from self._step(str(key[1]), [], timerValues, fired=expiredTimerInfo.getExpiryTimeInMs())
+        yield from self._step(str(key[1]), [], timerValues, time.perf_counter(),
+                              fired=expiredTimerInfo.getExpiryTimeInMs())
 
     def _step(self, group_id: str, records: list[tuple[bytes, int | None]], timer_values: TimerValues,
-              fired: int | None = None) -> Iterator[Row]:
-        started = time.perf_counter()
+              started: float, fired: int | None = None) -> Iterator[Row]:
+        received = time.perf_counter()
         stored = self.state.get()
         loaded = time.perf_counter()
         outcome = self.core.group(group_id, records, None if stored is None else bytes(stored[0]),
@@ -345,7 +351,7 @@ class CoordinatorProcessor(StatefulProcessor):
             self.state.update((outcome.state, timer))
         elif stored is not None:
             self.state.clear()
-        self.core.report(started, loaded, computed, time.perf_counter(), outcome.late_requests)
+        self.core.report(started, received, loaded, computed, time.perf_counter(), outcome.late_requests)
         yield from _rows(outcome.rows)
 
     def close(self) -> None:

@@ -27,6 +27,7 @@ TaskMetrics = Accumulator[Metrics]
 SOURCE_READ_MS = "source_read_ms"
 SOURCE_TASKS = "source_tasks"
 OPERATOR_MS = "operator_ms"
+OPERATOR_INPUT_MS = "operator_input_ms"  # a call receiving its rows: Spark's per-group conversion, their unpacking
 STATE_LOAD_MS = "state_load_ms"
 ENGINE_MS = "engine_ms"
 STATE_WRITE_MS = "state_write_ms"
@@ -115,6 +116,7 @@ class Breakdown:
             "commit_ms": _mean(d.get("walCommit", 0) + d.get("commitOffsets", 0), n),
             "source_read_ms": _mean(t.get(SOURCE_READ_MS, 0), n),
             "operator_ms": _mean(t.get(OPERATOR_MS, 0), n),
+            "operator_input_ms": _mean(t.get(OPERATOR_INPUT_MS, 0), n),
             "state_load_ms": _mean(t.get(STATE_LOAD_MS, 0), n),
             "engine_ms": _mean(t.get(ENGINE_MS, 0), n),
             "state_write_ms": _mean(t.get(STATE_WRITE_MS, 0), n),
@@ -130,7 +132,8 @@ class Breakdown:
         """The breakdown in one short line, for a status line."""
         b = self.per_batch()
         return (f"per batch: plan {b['planning_ms']:.0f}  read {b['source_read_ms']:.0f}  stateful stage "
-                f"{b['stateful_stage_ms']:.0f} (operator {b['operator_ms']:.0f}: state {b['state_load_ms']:.0f}+"
+                f"{b['stateful_stage_ms']:.0f} (operator {b['operator_ms']:.0f}: input {b['operator_input_ms']:.0f}, "
+                f"state {b['state_load_ms']:.0f}+"
                 f"{b['state_write_ms']:.0f}, engine {b['engine_ms']:.0f}; store commit "
                 f"{b['state_store_commit_ms']:.0f})  sink {b['sink_produce_ms']:.0f}+{b['sink_flush_ms']:.0f}  "
                 f"commit {b['commit_ms']:.0f} ms")

@@ -60,7 +60,7 @@ def test_run_on_the_embedded_broker_with_the_demo_clients_until_ctrl_c(tmp_path:
         assert "batches" in line and found.group(1) == "0"
         # The per-batch breakdown: the tasks' own times reach the driver (the source's, the operator's).
         assert any(re.search(r"per batch: plan \d+  read [1-9]", seen) for seen in lines), lines[-3:]
-        assert any(re.search(r"operator [1-9]\d*: state", seen) for seen in lines), lines[-3:]
+        assert any(re.search(r"operator [1-9]\d*: input", seen) for seen in lines), lines[-3:]
         job.send_signal(signal.SIGINT)  # the status thread keeps draining stderr meanwhile
         job.wait(timeout=180)
         stdout = job.stdout.read()
