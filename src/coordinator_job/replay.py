@@ -20,7 +20,6 @@ from coordinator_state import OffsetChange, ReplayDriver, to_json
 from coordinator_state import tombstone as tombstone_record
 
 from .settings import engine_config
-from .task_metrics import LATE_REQUESTS, task_metrics
 from .traffic_file import split_lines
 
 Progress = Callable[[int, int], None]
@@ -98,6 +97,7 @@ def replay_spark_to_files(path: Path, settings: Mapping[str, Any], records_per_b
 
     from .job import build_pipeline
     from .spark_session import build_session
+    from .task_metrics import LATE_REQUESTS, task_metrics
 
     spark = build_session(settings, master, app_name="coordinator-replay")
     records = spark.readStream.format("coordinator_file").option("path", str(path))
