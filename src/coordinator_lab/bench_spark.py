@@ -32,7 +32,6 @@ from coordinator_job.settings import (
     TRANSFORM_WITH_STATE,
     stateful_operator,
 )
-from coordinator_job.task_metrics import Breakdown
 from coordinator_state import encode_group
 
 from .bench_restart import run_restart
@@ -272,6 +271,7 @@ def live_figures(args: argparse.Namespace, settings: Mapping[str, Any], show: Ca
 
 def replay_figures(args: argparse.Namespace, settings: Mapping[str, Any], progress: ProgressLog) -> dict[str, Any]:
     from coordinator_job.spark_session import build_session
+    from coordinator_job.task_metrics import Breakdown
 
     rounds = int(args.rounds)
     figures: dict[str, Any] = {}

@@ -30,7 +30,6 @@ from typing import Any
 from kafka import KafkaConsumer
 
 from coordinator_job.broker import FETCH_MAX_WAIT_MS, EmbeddedBroker, log_end_offsets
-from coordinator_job.task_metrics import Breakdown
 from coordinator_state.envelope import API, Api, ResponseKey, response_key, routing_group_id
 
 from .fetch_cost import fill
@@ -378,6 +377,8 @@ def run_live_load(settings: Mapping[str, Any], plan: LoadPlan, show: Callable[[s
 def _measured(job: Any, progress: ProgressLog, phase: Callable[[], None]) -> dict[str, Any]:
     """Runs `phase`; returns the batches' times, the per-batch breakdown over it, the CPU time per batch (this
     process, the JVM, its Python workers: what a loaded machine stretches least) and the load average after."""
+    from coordinator_job.task_metrics import Breakdown
+
     mark, before, cpu = progress.mark(), dict(job.metrics.value), tree_cpu_seconds()
     phase()
     cpu = tree_cpu_seconds() - cpu
