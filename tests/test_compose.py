@@ -20,6 +20,7 @@ from coordinator_job.live_job import topic_specs
 from coordinator_job.settings import DEFAULTS, env_name, load_settings
 
 COMPOSE = Path(__file__).resolve().parents[1] / "docker-compose.yml"
+PROMETHEUS = COMPOSE.parent / "docker" / "prometheus.yml"
 
 
 def _scalar(text: str) -> Any:
@@ -91,7 +92,7 @@ def test_the_parser_reads_the_subset() -> None:
 
 
 def test_services(compose: Any) -> None:
-    assert set(compose["services"]) == {"kafka", "topics", "coordinator"}
+    assert set(compose["services"]) == {"kafka", "topics", "coordinator", "gateway", "prometheus"}
     assert set(compose["volumes"]) == {"kafka-data", "checkpoints"}
 
 
@@ -161,3 +162,31 @@ def test_docker_compose_config_accepts_the_file() -> None:
     checked = subprocess.run(["docker", "compose", "-f", str(COMPOSE), "config", "--quiet"], capture_output=True,
                              text=True, timeout=60)
     assert checked.returncode == 0, checked.stderr
+
+
+def test_the_gateway_fronts_kafka_on_the_compose_network_with_its_ports_published(compose: Any) -> None:
+    gateway = compose["services"]["gateway"]
+    command = gateway["command"]
+    assert command[:2] == ["coordinator", "gateway"]
+    assert command[command.index("--bootstrap-servers") + 1] == "kafka:9092"
+    listen_port = int(command[command.index("--listen") + 1].rpartition(":")[2])
+    # The bootstrap port, then node 1's (the single broker's) right after it.
+    assert gateway["ports"] == [f"{listen_port}:{listen_port}", f"{listen_port + 1}:{listen_port + 1}"]
+    assert gateway["depends_on"] == {"topics": {"condition": "service_completed_successfully"}}
+
+
+def _metrics_ports(compose: Any) -> dict[str, int]:
+    """Where each service serves its metrics (coordinator.metrics.listen, or --metrics-listen)."""
+    job_env = compose["services"]["coordinator"]["environment"]
+    command = compose["services"]["gateway"]["command"]
+    return {"coordinator": int(job_env[env_name("coordinator.metrics.listen")].rpartition(":")[2]),
+            "gateway": int(command[command.index("--metrics-listen") + 1].rpartition(":")[2])}
+
+
+def test_prometheus_scrapes_the_job_and_the_gateway_where_they_serve_their_metrics(compose: Any) -> None:
+    prometheus = compose["services"]["prometheus"]
+    assert prometheus["image"].startswith("prom/prometheus:")
+    assert prometheus["volumes"] == [f"./docker/{PROMETHEUS.name}:/etc/prometheus/prometheus.yml:ro"]
+    targets = re.findall(r'targets: \["([^"]+)"\]', PROMETHEUS.read_text())
+    assert sorted(targets) == sorted(f"{service}:{port}" for service, port in _metrics_ports(compose).items())
+    assert set(prometheus["depends_on"]) == {"coordinator", "gateway"}

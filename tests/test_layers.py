@@ -55,7 +55,7 @@ def test_the_import_contracts_hold() -> None:
     result = subprocess.run([str(Path(sys.executable).parent / "lint-imports"), "--no-cache"], cwd=REPO_ROOT,
                             env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "0 broken" in result.stdout and "4 kept" in result.stdout, result.stdout
+    assert "0 broken" in result.stdout and "6 kept" in result.stdout, result.stdout
 
 
 def test_the_client_takes_no_coordinator_from_the_engine() -> None:
@@ -139,7 +139,8 @@ def test_the_envelope_needs_none_of_the_engines_state_machine() -> None:
 
 
 # What the job's package may import: the engine, itself, Spark and what a deployment installs with it.
-JOB_MAY_IMPORT = {"coordinator_state", "coordinator_job", "pyspark", "pyarrow", "pandas", "kafka"}
+JOB_MAY_IMPORT = {"coordinator_state", "coordinator_metrics", "coordinator_job", "pyspark", "pyarrow", "pandas",
+                  "kafka", "prometheus_client"}
 LAB_WORDS = re.compile(r"bench|traffic_gen|generat|soak|ceiling|empty_(step|operator|processor)", re.IGNORECASE)
 
 
@@ -160,7 +161,7 @@ def test_the_job_package_holds_and_imports_no_benchmark_or_traffic_generator() -
     assert {name: found for name, found in lab_names.items() if found} == {}
 
 
-PRODUCT = ("coordinator_state", "coordinator_job", "kafka_gateway", "group_client")
+PRODUCT = ("coordinator_state", "coordinator_job", "kafka_gateway", "group_client", "coordinator_metrics")
 
 
 def test_the_product_needs_only_the_runtime_dependencies() -> None:

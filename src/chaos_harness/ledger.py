@@ -3,7 +3,8 @@
 Ownership is the clients' view (a member owns partitions from its assignment callback until it revokes,
 loses them, crashes or closes), which is what matters to an application: `unassigned_ms` integrates the
 partitions nobody owns, `overlap_ms` those owned by more than one process (a zombie before it is fenced).
-Only the window from first stability to the end of the run counts.
+Only the window from first stability to the end of the run counts. `moves` counts the units (partitions, or a
+streams group's active tasks) that an identity took over from another identity, their last owner.
 
 Records: with offsets, every owned partition yields records to its owner, which processes them from its
 position (the committed offset it fetched) on; `records_processed_twice` counts the records processed
@@ -42,12 +43,14 @@ class Ledger:
     unassigned_ms: int = 0
     overlap_ms: int = 0
     assignment_changes: int = 0
+    moves: int = 0
     segments: list[Segment] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)  # assignment changes, crashes, fencing...
     generations: list[dict[str, Any]] = field(default_factory=list)
     unowned_series: list[tuple[int, int]] = field(default_factory=list)  # (from ms, partitions nobody owns)
     _owners: dict[TopicPartition, set[ProcessKey]] = field(default_factory=dict)
     _held: dict[str, frozenset[TopicPartition]] = field(default_factory=dict)  # identity -> last assignment
+    _last_owner: dict[TopicPartition, str] = field(default_factory=dict)  # unit -> the identity that last got it
     _open: dict[ProcessKey, Segment] = field(default_factory=dict)
     _clock_ms: int | None = None
     records_processed: int = 0
@@ -82,6 +85,15 @@ class Ledger:
             self._owners.setdefault(tp, set()).add(process)
         before = self._held.get(identity, frozenset())
         self._held[identity] = partitions
+        moved: dict[str, int] = {}
+        for tp in sorted(partitions):
+            previous = self._last_owner.get(tp)
+            self._last_owner[tp] = identity
+            if previous is not None and previous != identity:
+                moved[previous] = moved.get(previous, 0) + 1
+        if moved and self.counting(now_ms):
+            self.moves += sum(moved.values())
+            self.event(now_ms, process, "moved", identity=identity, moved_from=dict(sorted(moved.items())))
         if partitions != before and self.counting(now_ms):
             self.assignment_changes += 1
             self.event(now_ms, process, "assignment_change",

@@ -301,6 +301,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """`coordinator chaos --clients ...`: 0 when the run completed, 2 for a run that cannot be, 1 if it failed."""
+    if args.group_type != "classic":
+        print("coordinator chaos --clients: real clients are consumers (classic groups); run --group-type streams "
+              "without --clients (the library's Kafka Streams members)", file=sys.stderr)
+        return 2
     engine = "spark" if args.engine == "spark" else "local"
     timings: dict[str, int] = {}
     for item in args.overrides:

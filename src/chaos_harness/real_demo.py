@@ -59,9 +59,11 @@ class RealConsumerDemo:
     """A static group of real consumers through a gateway in front of the job `settings` describe."""
 
     def __init__(self, settings: Mapping[str, Any], members: int = 4, engine: str = "topics",
-                 bounce_interval_s: float = BOUNCE_INTERVAL_S) -> None:
+                 bounce_interval_s: float = BOUNCE_INTERVAL_S, metrics: bool = False) -> None:
+        """`metrics`: the gateway serves its metrics on a free loopback port (`metrics_url`)."""
         self.settings = dict(settings)
         self.engine = engine
+        self.metrics = metrics
         self.member_count = members
         self.bounce_interval_s = bounce_interval_s
         suffix = secrets.token_hex(4)
@@ -94,6 +96,12 @@ class RealConsumerDemo:
         return (f"real consumers {self.group}: {phase}, {assigned}/{self.member_count} assigned, "
                 f"bounces {len(bounces)} (partitions kept {kept}), rebalances {self._rebalances()}, "
                 f"read {len(self._distinct())}/{produced}")
+
+    @property
+    def metrics_url(self) -> str | None:
+        """Where the gateway's metrics are scraped, once it runs with them."""
+        server = self.gateway.server if self.gateway is not None else None
+        return None if server is None else server.metrics_url
 
     def stop(self) -> None:
         """Ends the bouncing, lets the group settle (bounded), then stops consumers, producer and gateway."""
@@ -131,7 +139,7 @@ class RealConsumerDemo:
                 admin.create_topics([NewTopic(self.topic, self.partitions, 1)])
             finally:
                 admin.close()
-            self.gateway = loopback_gateway(bootstrap, self.engine, self.settings).start()
+            self.gateway = loopback_gateway(bootstrap, self.engine, self.settings, metrics=self.metrics).start()
             self._producer_thread.start()
             with self._lock:
                 self._state.members = [self._member(i) for i in range(self.member_count)]

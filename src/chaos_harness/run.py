@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from group_client import Assignment, GroupMember, MemberConfig, MemberState, new_reply_to
+from coordinator_state.consumer_protocol import TopicPartition
+from group_client import Assignment, GroupMember, MemberConfig, MemberState, StreamsMember, new_reply_to
 
 from .latency import LatencyLog
 from .ledger import Ledger, ProcessKey
@@ -115,7 +116,7 @@ class Progress:
 @dataclass(slots=True)
 class _Process:
     key: ProcessKey
-    member: GroupMember
+    member: GroupMember | StreamsMember
     paused_until: int | None = None
     consumed_at: int | None = None  # records up to this time are processed (None: nothing to consume yet)
 
@@ -131,17 +132,17 @@ class ChaosRun:
         self.config = config
         self.rng = rng
         self.backend = backend
-        partitions = tuple(sorted((t, p) for t, n in config["topics"].items() for p in range(n)))
-        self.ledger = Ledger(partitions)
+        self.ledger = Ledger(self._units())
         self.now = config["start_ms"]
         self.processes: dict[ProcessKey, _Process] = {}
         self.incarnations: dict[int, int] = {}
-        self.retired: list[GroupMember] = []
+        self.retired: list[GroupMember | StreamsMember] = []
         self.queue: list[tuple[int, int, Action]] = []
         self.scheduled = 0
         self.stable_at: int | None = None
         self.end_at: int | None = None
         self.generation_at: dict[str, int] = {}  # "stable" / "end" -> the group's generation then
+        self.epochs_at: dict[str, dict[str, int]] = {}  # "stable" / "end" -> the group's epochs then
         self.notes: list[str] = []
 
     # ------------------------------------------------------------------ the run
@@ -177,6 +178,7 @@ class ChaosRun:
         self.ledger.window_end_ms = self.end_at
         self._catch_up()
         self.generation_at["end"] = self._generation()
+        self.epochs_at["end"] = self._epochs(self._snapshot())
         final = self._final_state()
         self._drain()
         return self._report(final)
@@ -184,6 +186,7 @@ class ChaosRun:
     def _begin_scenario(self) -> None:
         self.stable_at = self.now
         self.generation_at["stable"] = self._generation()
+        self.epochs_at["stable"] = self._epochs(self._snapshot())
         self.ledger.window_start_ms = self.now
         self.ledger.advance(self.now)
         self._schedule_round()
@@ -260,8 +263,7 @@ class ChaosRun:
             self._retire(key)
         snapshot = self.backend.describe(self.config["group_id"])
         if snapshot is not None:
-            self.ledger.generation(self.now, snapshot["generation_id"], snapshot["state"],
-                                   len(snapshot["members"]))
+            self.ledger.generation(self.now, self._epoch_of(snapshot), snapshot["state"], len(snapshot["members"]))
 
     def _consume(self) -> None:
         """Each live process processes the records due since it last did, on every partition it has a
@@ -313,20 +315,26 @@ class ChaosRun:
         incarnation = self.incarnations.get(slot, -1) + 1
         self.incarnations[slot] = incarnation
         key = (slot, incarnation)
+        self.processes[key] = _Process(key, self._new_member(slot, incarnation, key))
+
+    def _new_member(self, slot: int, incarnation: int, key: ProcessKey) -> GroupMember | StreamsMember:
+        """A new process's member, reporting what it owns to the ledger."""
         config = self._member_config(slot)
         reply_to = new_reply_to(config.client_id, f"{incarnation}-{self.rng.getrandbits(32):08x}")
 
         def released(assignment: Assignment) -> None:
             self.ledger.released(key, assignment.partitions)
 
-        member = GroupMember(config, reply_to, on_assigned=lambda a: self._assigned(key, a),
-                             on_revoked=released, on_lost=released)
-        self.processes[key] = _Process(key, member)
+        return GroupMember(config, reply_to, on_assigned=lambda a: self._assigned(key, a),
+                           on_revoked=released, on_lost=released)
 
     def _assigned(self, key: ProcessKey, assignment: Assignment) -> None:
         member = self.processes[key].member
-        identity = member.config.group_instance_id or member.member_id
-        self.ledger.assigned(key, identity, assignment.partitions, self.now)
+        self.ledger.assigned(key, self._identity(member), assignment.partitions, self.now)
+
+    def _identity(self, member: Any) -> str:
+        """Who owns what a member owns: its group.instance.id, else its member id."""
+        return str(member.config.group_instance_id or member.member_id)
 
     def _retire(self, key: ProcessKey) -> None:
         """The process is gone (crashed, closed or failed): it owns nothing any more."""
@@ -335,8 +343,7 @@ class ChaosRun:
         self.ledger.released(key)
         self.ledger.state(key, None, self.now)
         if member.fatal_error is not None:
-            self.ledger.event(self.now, key, "failed", error=member.fatal_error,
-                              identity=member.config.group_instance_id or member.member_id)
+            self.ledger.event(self.now, key, "failed", error=member.fatal_error, identity=self._identity(member))
 
     def _latest(self, slot: int) -> ProcessKey | None:
         keys = [k for k in self.processes if k[0] == slot]
@@ -362,29 +369,44 @@ class ChaosRun:
 
     # ------------------------------------------------------------------ figures
 
+    def _units(self) -> tuple[TopicPartition, ...]:
+        """What members own, whose ownership the ledger follows: the topics' partitions."""
+        return tuple(sorted((t, p) for t, n in self.config["topics"].items() for p in range(n)))
+
     def _snapshot(self) -> dict[str, Any]:
         return self.backend.describe(self.config["group_id"]) or {
-            "state": None, "generation_id": 0, "members": []}
+            "state": None, "members": [], **dict.fromkeys(self._epochs({}), 0)}
+
+    def _epochs(self, snapshot: Mapping[str, Any]) -> dict[str, int]:
+        """The group's epochs in a snapshot (0 when it has none): the classic group's generation."""
+        return {"generation_id": int(snapshot.get("generation_id", 0))}
+
+    def _epoch_of(self, snapshot: Mapping[str, Any]) -> int:
+        """The epoch a run counts rebalances by (and the ledger's `generations` follow)."""
+        return int(snapshot["generation_id"])
+
+    def _settled(self, member: Any, snapshot: Mapping[str, Any]) -> bool:
+        """Whether a live member is stable in the group's current generation."""
+        return bool(member.state is MemberState.STABLE and member.generation_id == snapshot["generation_id"])
 
     def _clients_agree(self, snapshot: Mapping[str, Any]) -> bool:
-        """The group is Stable, its members are exactly the live processes, each stable in its generation."""
+        """The group is Stable, its members are exactly the live processes, each settled in it."""
         live = [p.member for p in self.processes.values()]
         return (snapshot["state"] == "Stable"
                 and sorted(m.member_id for m in live) == sorted(m["member_id"] for m in snapshot["members"])
-                and all(m.state is MemberState.STABLE and m.generation_id == snapshot["generation_id"]
-                        for m in live))
+                and all(self._settled(m, snapshot) for m in live))
 
     def _group_stable(self) -> bool:
         return len(self.processes) == self.config["members"] and self._clients_agree(self._snapshot())
 
     def _generation(self) -> int:
-        return int(self._snapshot()["generation_id"])
+        return self._epoch_of(self._snapshot())
 
     def progress(self) -> Progress:
         """Where the run stands now (call it from the run's thread, e.g. in `on_instant`)."""
-        generation = self._generation()
-        stable = sorted(k[0] for k, p in self.processes.items()
-                        if p.member.state is MemberState.STABLE and p.member.generation_id == generation)
+        snapshot = self._snapshot()
+        generation = self._epoch_of(snapshot)
+        stable = sorted(k[0] for k, p in self.processes.items() if self._settled(p.member, snapshot))
         if self.stable_at is None:
             phase = "not stable" if self.end_at is not None else "joining"
         else:
@@ -400,7 +422,7 @@ class ChaosRun:
         owners = self.ledger.owners()
         orphaned = sum(1 for o in owners.values() if not o)
         shared = sum(1 for o in owners.values() if len(o) > 1)
-        return {"state": snapshot["state"], "generation_id": snapshot["generation_id"],
+        return {"state": snapshot["state"], **self._epochs(snapshot),
                 "members": len(snapshot["members"]), "live_processes": len(self.processes),
                 "orphaned_partitions": orphaned, "shared_partitions": shared,
                 "consistent": self._clients_agree(snapshot) and orphaned == 0 and shared == 0}
@@ -473,6 +495,16 @@ _BACKEND_NOTES = {
 }
 
 
+def new_chaos_run(config: dict[str, Any], backend: Backend, rng: random.Random) -> ChaosRun:
+    """The run for the config's group type: classic consumers, or Kafka Streams instances."""
+    if config["group_type"] == "streams":
+        from .streams_run import StreamsChaosRun  # imported here: streams_run builds on this module
+
+
+        return StreamsChaosRun(config, backend, rng)
+    return ChaosRun(config, backend, rng)
+
+
 def run_chaos(config: Mapping[str, Any], *, traffic: str | Path | None = None) -> dict[str, Any]:
     """Runs one chaos scenario on the simulated backend; the same config (seed included) gives the same report.
 
@@ -491,7 +523,7 @@ def run_chaos(config: Mapping[str, Any], *, traffic: str | Path | None = None) -
         duplicate_probability=full["duplicate_probability"],
         seed=rng.getrandbits(32),
     )
-    report = ChaosRun(full, backend, rng).run()
+    report = new_chaos_run(full, backend, rng).run()
     if traffic is not None:
         backend.write_traffic(traffic)
     return report
@@ -509,8 +541,10 @@ def write_report(report: Mapping[str, Any], path: str | None) -> None:
 def summary(report: Mapping[str, Any]) -> str:
     """One line with the run's headline figures."""
     c = report["config"]
-    return (f"{c['scenario']} {c['members']} {c['membership']} seed={c['seed']}: "
-            f"rebalances={report['rebalances']} assignment_changes={report['assignment_changes']} "
+    streams = (f"group_epoch_bumps={report['group_epoch_bumps']} task_movements={report['task_movements']} "
+               if "task_movements" in report else "")
+    return (f"{c['scenario']} {c['members']} {c['membership']} {c['group_type']} seed={c['seed']}: "
+            f"rebalances={report['rebalances']} {streams}assignment_changes={report['assignment_changes']} "
             f"unassigned_ms={report['unassigned_ms']} fenced={report['fenced']} "
             f"processed_twice={report['records_processed_twice']} "
             f"requests={report['requests']} responses={report['responses']} "

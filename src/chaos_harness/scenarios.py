@@ -17,6 +17,9 @@ from typing import Any
 from coordinator_state import SIMULATION_EPOCH_MS
 
 MEMBERSHIPS = ("static", "dynamic", "mixed")
+# The group protocol the members speak: classic consumers (JoinGroup/SyncGroup) or Kafka Streams instances
+# (StreamsGroupHeartbeat, PROTOCOL.md section 10).
+GROUP_TYPES = ("classic", "streams")
 # The `engine` config key (the `--engine` flag) names the backend the coordinator runs on.
 BACKENDS = ("sim", "spark")
 # First fault this long after the group first became stable.
@@ -24,6 +27,7 @@ FIRST_FAULT_MS = 5000
 
 DEFAULT_CONFIG: dict[str, Any] = {
     "scenario": "rolling-bounce",
+    "group_type": "classic",
     "members": 20,
     "membership": "static",
     "seed": 0,
@@ -54,6 +58,11 @@ DEFAULT_CONFIG: dict[str, Any] = {
 # Defaults that differ on the streaming job (the spark backend): its own lateness default, and no simulated
 # duplicates (its at-least-once sink makes real ones); `start_ms` there is the wall clock when the run starts.
 BACKEND_DEFAULTS: dict[str, dict[str, Any]] = {"sim": {}, "spark": {"lateness_ms": 2000, "duplicate_probability": 0.0}}
+# Streams runs: the session and heartbeat interval are the group's (the coordinator's group.streams.* keys, set
+# from session_timeout_ms and heartbeat_interval_ms unless coordinator_config names them), one standby replica
+# per stateful task; Kafka Streams' commits are not modelled (no offsets).
+STREAMS_COORDINATOR_DEFAULTS: dict[str, Any] = {"group.streams.initial.rebalance.delay.ms": 3000,
+                                                "group.streams.num.standby.replicas": 1}
 
 
 Config = Mapping[str, Any]
@@ -185,6 +194,8 @@ def normalize_config(config: Config) -> dict[str, Any]:
     full = {**DEFAULT_CONFIG, **BACKEND_DEFAULTS[backend], **config}
     if full["scenario"] not in _BUILDERS:
         raise ChaosConfigError(f"scenario must be one of {list(SCENARIOS)}, got {full['scenario']!r}")
+    if full["group_type"] not in GROUP_TYPES:
+        raise ChaosConfigError(f"group_type must be one of {list(GROUP_TYPES)}, got {full['group_type']!r}")
     if full["membership"] not in MEMBERSHIPS:
         raise ChaosConfigError(f"membership must be one of {list(MEMBERSHIPS)}, got {full['membership']!r}")
     if not isinstance(full["members"], int) or full["members"] < 1:
@@ -196,7 +207,15 @@ def normalize_config(config: Config) -> dict[str, Any]:
         raise ChaosConfigError("record_interval_ms must be a positive integer")
     if full["topics"] is None:
         full["topics"] = {"events": 3 * full["members"]}
-    full["coordinator_config"] = {**DEFAULT_CONFIG["coordinator_config"], **full["coordinator_config"]}
+    if full["group_type"] == "streams":
+        full["commit_interval_ms"] = None
+        full["coordinator_config"] = {
+            **STREAMS_COORDINATOR_DEFAULTS,
+            "group.streams.session.timeout.ms": full["session_timeout_ms"],
+            "group.streams.heartbeat.interval.ms": full["heartbeat_interval_ms"],
+            **full["coordinator_config"]}
+    else:
+        full["coordinator_config"] = {**DEFAULT_CONFIG["coordinator_config"], **full["coordinator_config"]}
     defaults = _scenario_defaults(full)[full["scenario"]]
     extra = set(full["params"]) - set(defaults)
     if extra:

@@ -29,7 +29,7 @@ from coordinator_job.spark_session import build_session
 from group_client.realtime import wall_clock_ms
 
 from .live import LiveBackend
-from .run import ChaosRun, HarnessError, describe_progress
+from .run import HarnessError, describe_progress, new_chaos_run
 from .scenarios import ChaosConfigError, normalize_config
 
 
@@ -130,7 +130,7 @@ def run_chaos_spark(
                                             record_traffic=traffic is not None)
         stack.callback(backend.close)
         full["start_ms"] = wall_clock_ms()
-        chaos_run = ChaosRun(full, backend, random.Random(full["seed"]))
+        chaos_run = new_chaos_run(full, backend, random.Random(full["seed"]))
 
         def show() -> None:
             assert status is not None

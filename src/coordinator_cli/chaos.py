@@ -14,7 +14,7 @@ from chaos_harness import (
     summary,
     write_report,
 )
-from chaos_harness.scenarios import BACKENDS
+from chaos_harness.scenarios import BACKENDS, GROUP_TYPES
 
 from .status_line import StatusLine
 
@@ -25,7 +25,12 @@ PLOT_EXTRA_HINT = ("--plot needs matplotlib, an optional dependency: pip install
 
 def add_chaos_arguments(parser: argparse.ArgumentParser) -> None:
     """The `coordinator chaos` flags."""
-    parser.add_argument("--members", type=int, default=20, help="number of consumer processes (default 20)")
+    parser.add_argument("--members", type=int, default=20,
+                        help="number of consumer processes, or Kafka Streams instances (default 20)")
+    parser.add_argument("--group-type", choices=GROUP_TYPES, default="classic",
+                        help="classic: consumers (JoinGroup/SyncGroup); streams: Kafka Streams instances in a "
+                             "streams group (StreamsGroupHeartbeat, one standby replica; the report adds "
+                             "group_epoch_bumps and task_movements)")
     membership = parser.add_mutually_exclusive_group()
     for name, text in (("static", "every member has a group.instance.id (default)"),
                        ("dynamic", "no member has a group.instance.id"),
@@ -62,7 +67,8 @@ def chaos_main(args: argparse.Namespace) -> int:
             print(f"coordinator chaos: {PLOT_EXTRA_HINT}", file=sys.stderr)
             return EXIT_USAGE
     try:
-        config = {"scenario": args.scenario, "members": args.members, "membership": args.membership,
+        config = {"scenario": args.scenario, "group_type": args.group_type, "members": args.members,
+                  "membership": args.membership,
                   "seed": args.seed, "engine": args.engine, **config_overrides(args.overrides)}
         if args.engine == "spark":
             from chaos_harness.spark_backend import run_chaos_spark

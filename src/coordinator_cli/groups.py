@@ -5,12 +5,19 @@ column); `--describe` prints, per group, the offsets view (GROUP TOPIC PARTITION
 LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID), the members view (`--members`: GROUP CONSUMER-ID
 GROUP-INSTANCE-ID HOST CLIENT-ID #PARTITIONS, ASSIGNMENT with `--verbose`) or the state view
 (`--state`); `--remove-members --instance-ids a,b` removes static members (KIP-345, one LeaveGroup v5
-batch). A value that is not known is printed `-`, as Kafka does; `--json` prints the same data as JSON.
+batch); `--delete` deletes an Empty group with its offsets (DeleteGroups) and `--delete-offsets --topic T[:P,...]`
+some of its offsets (OffsetDelete), printing what kafka-consumer-groups.sh prints. A value that is not known is
+printed `-`, as Kafka does; `--json` prints the same data as JSON.
+A streams group (KIP-1071) is described as `kafka-streams-groups.sh` does (StreamsGroupCommand): the members
+view (the default; GROUP MEMBER PROCESS CLIENT-ID ASSIGNMENTS, with `--verbose` the epochs and target
+assignments too) and the state view (`--state`: GROUP COORDINATOR (ID) STATE #MEMBERS, with `--verbose` the
+group and target assignment epochs). Kafka's members view has no instance id column; an INSTANCE-ID column
+follows MEMBER when a member is static, as GROUP-INSTANCE-ID does in the consumer groups' view.
 
 Where the answers come from:
-- a running job (the default): DescribeGroups, OffsetFetch and LeaveGroup go to the request topic and
-  are answered on the response topic; the list comes from the compacted snapshot topic (no single
-  group's step can answer ListGroups); LOG-END-OFFSET and LAG from the broker;
+- a running job (the default): StreamsGroupDescribe, DescribeGroups, OffsetFetch, LeaveGroup, DeleteGroups and
+  OffsetDelete go to the request topic and are answered on the response topic; the list comes from the compacted
+  snapshot topic (no single group's step can answer ListGroups); LOG-END-OFFSET and LAG from the broker;
 - a replay's output (`--snapshots FILE [--offsets-file FILE]`): the same engine functions over the final
   snapshots and offsets (no log end offsets there, so LOG-END-OFFSET and LAG are `-`).
 """
@@ -26,6 +33,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+from kafka.errors import for_code
 
 from coordinator_state import ListGroups, Reply, described_group
 from coordinator_state.consumer_protocol import from_base64
@@ -73,12 +82,10 @@ class MemberRow:
 
 
 @dataclass(slots=True)
-class GroupView:
-    """What `--describe` shows of one group: its DescribeGroups entry, its offsets and log end offsets."""
+class DescribedView:
+    """A group's describe entry (DescribeGroups, or StreamsGroupDescribe), whose id and state every view shows."""
 
     described: dict[str, Any]
-    committed: dict[tuple[str, int], int] = field(default_factory=dict)
-    log_end: dict[tuple[str, int], int] = field(default_factory=dict)
 
     @property
     def group(self) -> str:
@@ -87,6 +94,14 @@ class GroupView:
     @property
     def state(self) -> str:
         return str(self.described["group_state"])
+
+
+@dataclass(slots=True)
+class GroupView(DescribedView):
+    """What `--describe` shows of one group: its DescribeGroups entry, its offsets and log end offsets."""
+
+    committed: dict[tuple[str, int], int] = field(default_factory=dict)
+    log_end: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def members(self) -> list[MemberRow]:
         return [MemberRow(self.group, m["member_id"], m.get("group_instance_id"), m["client_host"], m["client_id"],
@@ -113,6 +128,41 @@ class GroupView:
                          client)
 
 
+@dataclass(slots=True)
+class StreamsView(DescribedView):
+    """What `--describe` shows of a streams group: its StreamsGroupDescribe entry (PROTOCOL.md section 10)."""
+
+    @property
+    def topology_epoch(self) -> int | None:
+        topology = self.described["topology"]
+        return None if topology is None else int(topology["epoch"])
+
+
+def _tasks(assignment: Mapping[str, Any], role: str) -> list[tuple[str, int]]:
+    return [(t["subtopology_id"], p) for t in assignment[f"{role}_tasks"] for p in t["partitions"]]
+
+
+def _task_list(assignment: Mapping[str, Any], prefix: str) -> str:
+    """Kafka's ASSIGNMENTS text of one assignment: `ACTIVE: 0:[0,1]; STANDBY: 1:[2]; ` (empty roles left out)."""
+    text = ""
+    for role in ("active", "standby", "warmup"):
+        if assignment[f"{role}_tasks"]:
+            text += f"{prefix}{role.upper()}: " + "".join(
+                f"{t['subtopology_id']}:[{','.join(map(str, t['partitions']))}]; " for t in assignment[f"{role}_tasks"])
+    return text
+
+
+def _streams_entry(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """A streams group's snapshot as the StreamsGroupDescribe entry fields the views read."""
+    return {"group_id": snapshot["group_id"], "group_state": snapshot["state"],
+            "group_epoch": snapshot["group_epoch"], "assignment_epoch": snapshot["assignment_epoch"],
+            "topology": snapshot["topology"],
+            "members": [{**{key: m[key] for key in ("member_id", "member_epoch", "instance_id", "process_id",
+                                                    "client_id", "client_host", "topology_epoch")},
+                         "assignment": m["assigned_tasks"], "target_assignment": m["target_assignment"],
+                         "is_classic": False} for m in snapshot["members"]]}
+
+
 def _partitions(assignment_base64: str) -> tuple[tuple[str, int], ...]:
     """A member's partitions from its consumer-protocol assignment; none if it is not one (another protocol)."""
     try:
@@ -135,8 +185,20 @@ class Source(Protocol):
     def describe(self, group: str) -> GroupView:
         """The group's DescribeGroups v5 entry, its committed offsets and (if known) log end offsets."""
 
+    def describe_streams(self, group: str) -> StreamsView | None:
+        """The group's StreamsGroupDescribe v0 entry, or None if it is not a streams group."""
+
     def remove_members(self, group: str, instance_ids: Sequence[str]) -> dict[str, Any]:
         """Sends a LeaveGroup v5 batch removing those static members; returns its response body."""
+
+    def delete_group(self, group: str) -> dict[str, Any]:
+        """Sends a DeleteGroups v2 of the group; returns its response body."""
+
+    def delete_offsets(self, group: str, topics: Mapping[str, Sequence[int]]) -> dict[str, Any]:
+        """Sends an OffsetDelete v0 of these topics' partitions; returns its response body."""
+
+    def partitions(self, topic: str) -> list[int]:
+        """The topic's partitions, as the broker has them (UsageError if it has not)."""
 
 
 class ReplayFiles:
@@ -157,8 +219,23 @@ class ReplayFiles:
     def describe(self, group: str) -> GroupView:
         return GroupView(described_group(group, self.snapshots.get(group), 5, False), self.offsets.get(group, {}))
 
+    def describe_streams(self, group: str) -> StreamsView | None:
+        snapshot = self.snapshots.get(group)
+        if snapshot is None or snapshot.get("group_type") != "streams":
+            return None
+        return StreamsView(_streams_entry(snapshot))
+
     def remove_members(self, group: str, instance_ids: Sequence[str]) -> dict[str, Any]:
         raise UsageError("--remove-members needs a running job, not a replay's output")
+
+    def delete_group(self, group: str) -> dict[str, Any]:
+        raise UsageError("--delete needs a running job, not a replay's output")
+
+    def delete_offsets(self, group: str, topics: Mapping[str, Sequence[int]]) -> dict[str, Any]:
+        raise UsageError("--delete-offsets needs a running job, not a replay's output")
+
+    def partitions(self, topic: str) -> list[int]:
+        raise UsageError("--delete-offsets needs a running job, not a replay's output")
 
 
 def _listed(snapshots: Iterable[Mapping[str, Any]], states: Sequence[str]) -> list[dict[str, Any]]:
@@ -171,7 +248,28 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-class RunningJob:
+class Administration:
+    """The administrative requests, as envelopes a coordinator answers: `ask` sends one and returns its answer's body
+    (a running job's topics; any coordinator that takes envelopes)."""
+
+    def ask(self, api: str, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def remove_members(self, group: str, instance_ids: Sequence[str]) -> dict[str, Any]:
+        members = [{"member_id": "", "group_instance_id": i, "reason": "removed by coordinator groups"}
+                   for i in instance_ids]
+        return self.ask(Api.LEAVE_GROUP, 5, {"group_id": group, "members": members})
+
+    def delete_group(self, group: str) -> dict[str, Any]:
+        return self.ask(Api.DELETE_GROUPS, 2, {"groups_names": [group]})
+
+    def delete_offsets(self, group: str, topics: Mapping[str, Sequence[int]]) -> dict[str, Any]:
+        return self.ask(Api.OFFSET_DELETE, 0, {"group_id": group, "topics": [
+            {"name": topic, "partitions": [{"partition_index": p} for p in partitions]}
+            for topic, partitions in topics.items()]})
+
+
+class RunningJob(Administration):
     """The live job's topics: requests out, answers back on this process's reply_to."""
 
     def __init__(self, settings: Mapping[str, Any], timeout_ms: int) -> None:
@@ -218,40 +316,30 @@ class RunningJob:
         view.log_end = self._log_end_offsets(topics)
         return view
 
-    def remove_members(self, group: str, instance_ids: Sequence[str]) -> dict[str, Any]:
-        members = [{"member_id": "", "group_instance_id": i, "reason": "removed by coordinator groups"}
-                   for i in instance_ids]
-        return self.ask(Api.LEAVE_GROUP, 5, {"group_id": group, "members": members})
-
-    def _read_compacted(self, topic: str) -> dict[str, dict[str, Any]]:
-        """The latest value of every key of a compacted topic (a tombstone removes the key)."""
-        from kafka import KafkaConsumer, TopicPartition
-
-        from coordinator_job.broker import log_end_offsets
+    def partitions(self, topic: str) -> list[int]:
+        from kafka import KafkaConsumer
 
         consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id=CLI_CLIENT_ID,
                                  enable_auto_commit=False, group_id=None)
         try:
-            ends = log_end_offsets(consumer, topic)
-            latest: dict[str, dict[str, Any]] = {}
-            for partition, end in ends.items():
-                tp = TopicPartition(topic, int(partition))
-                consumer.assign([tp])
-                consumer.seek(tp, 0)
-                deadline = time.monotonic() + self.timeout_ms / 1000
-                while consumer.position(tp) < end:
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"reading {topic} took longer than {self.timeout_ms} ms")
-                    for batch in consumer.poll(timeout_ms=500).values():
-                        for record in batch:
-                            key = record.key.decode("utf-8") if record.key is not None else ""
-                            if record.value is None:
-                                latest.pop(key, None)
-                            else:
-                                latest[key] = json.loads(record.value)
-            return latest
+            partitions = consumer.partitions_for_topic(topic)
         finally:
             consumer.close()
+        if not partitions:
+            raise UsageError(f"topic {topic!r} does not exist on {self.bootstrap}; name its partitions as "
+                             f"--topic {topic}:0,1 to delete offsets of a topic that is gone")
+        return sorted(partitions)
+
+    def describe_streams(self, group: str) -> StreamsView | None:
+        body = self.ask(Api.STREAMS_GROUP_DESCRIBE, 0, {"group_ids": [group], "include_authorized_operations": False})
+        entry = body["groups"][0]
+        return None if entry["error"] == "GROUP_ID_NOT_FOUND" else StreamsView(entry)
+
+    def _read_compacted(self, topic: str) -> dict[str, dict[str, Any]]:
+        """The latest value of every key of a compacted topic (a tombstone removes the key)."""
+        from coordinator_job.broker import read_compacted
+
+        return read_compacted(self.bootstrap, topic, CLI_CLIENT_ID, self.timeout_ms / 1000)
 
     def _log_end_offsets(self, topics: Iterable[str]) -> dict[tuple[str, int], int]:
         from kafka import KafkaConsumer
@@ -336,6 +424,78 @@ def view_json(view: GroupView) -> dict[str, Any]:
     }
 
 
+def streams_members_table(view: StreamsView, verbose: bool) -> str:
+    """StreamsGroupCommand.printMembers, with INSTANCE-ID after MEMBER when a member is static."""
+    members = view.described["members"]
+    static = any(m["instance_id"] for m in members)
+    instance = ["INSTANCE-ID"] if static else []
+    if verbose:
+        header = ["GROUP", "TARGET-ASSIGNMENT-EPOCH", "TOPOLOGY-EPOCH", "MEMBER", *instance, "MEMBER-PROTOCOL",
+                  "MEMBER-EPOCH", "PROCESS", "CLIENT-ID", "ASSIGNMENTS"]
+        minimum = [15, 25, 15, 15, *([15] if static else []), 15, 15, 15, 15, 0]
+    else:
+        header = ["GROUP", "MEMBER", *instance, "PROCESS", "CLIENT-ID", "ASSIGNMENTS"]
+        minimum = [15, 15, *([15] if static else []), 15, 15, 0]
+    rows = []
+    for m in members:
+        ids = [m["member_id"], *([m["instance_id"] or MISSING] if static else [])]
+        assignments = _task_list(m["assignment"], "")
+        if verbose:
+            assignments += _task_list(m["target_assignment"], "TARGET-")
+            rows.append([view.group, view.described["assignment_epoch"], view.topology_epoch, *ids,
+                         "classic" if m["is_classic"] else "streams", m["member_epoch"], m["process_id"],
+                         m["client_id"], assignments.rstrip()])
+        else:
+            rows.append([view.group, *ids, m["process_id"], m["client_id"], assignments.rstrip()])
+    return _table(header, rows, minimum)
+
+
+def streams_state_table(view: StreamsView, coordinator: str, verbose: bool) -> str:
+    """StreamsGroupCommand.printStates."""
+    described = view.described
+    epochs = ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"] if verbose else []
+    values = [described["group_epoch"], described["assignment_epoch"]] if verbose else []
+    return _table(["GROUP", "COORDINATOR (ID)", "STATE", *epochs, "#MEMBERS"],
+                  [[view.group, coordinator, view.state, *values, len(described["members"])]],
+                  [15, 25, 25, *([15, 25] if verbose else []), 0])
+
+
+def streams_view_json(view: StreamsView) -> dict[str, Any]:
+    def tasks(assignment: Mapping[str, Any]) -> dict[str, list[list[Any]]]:
+        return {f"{role}_tasks": [list(t) for t in _tasks(assignment, role)]
+                for role in ("active", "standby", "warmup")}
+
+    described = view.described
+    return {
+        "group": view.group, "type": "streams", "state": view.state, "group_epoch": described["group_epoch"],
+        "target_assignment_epoch": described["assignment_epoch"], "topology_epoch": view.topology_epoch,
+        "members": [{"member_id": m["member_id"], "instance_id": m["instance_id"], "member_epoch": m["member_epoch"],
+                     "process_id": m["process_id"], "client_id": m["client_id"], "host": m["client_host"],
+                     **tasks(m["assignment"]), "target": tasks(m["target_assignment"])}
+                    for m in described["members"]],
+    }
+
+
+def describe_streams(args: argparse.Namespace, view: StreamsView, coordinator: str) -> int:
+    """`--describe` of a streams group: the members view (the default) or the state view."""
+    out = sys.stdout
+    if args.offsets:
+        raise UsageError(f"'{view.group}' is a streams group: describe it with --members or --state "
+                         "(its offsets view is kafka-streams-groups.sh's, not supported here)")
+    if args.json:
+        print(json.dumps(streams_view_json(view)), file=out)
+        return EXIT_OK
+    if view.state == "Empty":
+        print(f"\nStreams group '{view.group}' has no active members.", file=sys.stderr)
+    sections = []
+    if args.state is not None:
+        sections.append(streams_state_table(view, coordinator, args.verbose))
+    if (args.members or args.state is None) and view.described["members"]:
+        sections.append(streams_members_table(view, args.verbose))
+    print("\n\n".join(sections), file=out)
+    return EXIT_OK
+
+
 def _state_notice(view: GroupView) -> str | None:
     """Kafka's notices on stderr before a describe (ConsumerGroupCommand.shouldPrintMemberState)."""
     if view.state == "Dead":
@@ -347,6 +507,85 @@ def _state_notice(view: GroupView) -> str | None:
     return None
 
 
+# Kafka's exception for each error the delete commands can meet, as kafka-consumer-groups.sh names it.
+_EXCEPTIONS = {
+    "NON_EMPTY_GROUP": "GroupNotEmptyException",
+    "GROUP_ID_NOT_FOUND": "GroupIdNotFoundException",
+    "GROUP_SUBSCRIBED_TO_TOPIC": "GroupSubscribedToTopicException",
+    "GROUP_AUTHORIZATION_FAILED": "GroupAuthorizationException",
+    "TOPIC_AUTHORIZATION_FAILED": "TopicAuthorizationException",
+    "INVALID_GROUP_ID": "InvalidGroupIdException",
+    "UNKNOWN_TOPIC_OR_PARTITION": "UnknownTopicOrPartitionException",
+    "COORDINATOR_NOT_AVAILABLE": "CoordinatorNotAvailableException",
+}
+
+
+def _exception(error_code: int) -> str:
+    """An error as Kafka's tools print a thrown exception: its class and its message."""
+    error = for_code(error_code)
+    name = _EXCEPTIONS.get(error.message, "UnknownServerException")
+    return f"org.apache.kafka.common.errors.{name}: {error.description}"
+
+
+def print_deletion(group: str, body: Mapping[str, Any]) -> bool:
+    """ConsumerGroupCommand.deleteGroups' report of one group; whether it was deleted."""
+    [result] = body["results"]
+    if result["error_code"] == 0:
+        print(f"Deletion of requested consumer groups ('{group}') was successful.")
+        return True
+    print("\nError: Deletion of some consumer groups failed:", file=sys.stderr)
+    print(f"* Group '{group}' could not be deleted due to: {_exception(result['error_code'])}")
+    return False
+
+
+# ConsumerGroupCommand.deleteOffsets' line for each top-level error.
+_OFFSET_DELETE_ERRORS = {
+    "INVALID_GROUP_ID": "'{group}' is not valid.",
+    "GROUP_ID_NOT_FOUND": "'{group}' does not exist.",
+    "GROUP_AUTHORIZATION_FAILED": "Access to '{group}' is not authorized.",
+    "NON_EMPTY_GROUP": "Deleting offsets of a consumer group '{group}' is forbidden if the group is not empty.",
+}
+
+
+def print_offset_deletion(group: str, topics: Mapping[str, Sequence[int]], body: Mapping[str, Any]) -> bool:
+    """ConsumerGroupCommand.deleteOffsets' report: the top-level outcome, then each partition's status (those of the
+    request, all failed with a top-level error); whether every partition's offset was deleted."""
+    top = body["error"]
+    answered = {(t["name"], p["partition_index"]): p["error_code"] for t in body["topics"] for p in t["partitions"]}
+    codes = {(topic, p): answered.get((topic, p), body["error_code"]) for topic, ps in topics.items() for p in ps}
+    if top == "NONE" and any(codes.values()):
+        print("\nError: Encounter some partition level error, see the follow-up details:", file=sys.stderr)
+    elif top == "NONE":
+        print(f"Request succeed for deleting offsets from group {group}.")
+    else:
+        message = _OFFSET_DELETE_ERRORS.get(top, f"Encounter some unknown error: {top}")
+        print(f"\nError: {message.format(group=group)}", file=sys.stderr)
+    lines = [f"{'TOPIC':<30} {'PARTITION':<15} {'STATUS':<15}"]
+    for (topic, partition), code in sorted(codes.items(), key=lambda item: item[0][0] + str(item[0][1])):
+        status = "Successful" if code == 0 else f"Error: :{for_code(code).description}"
+        lines.append(f"{topic:<30} {partition:<15} {status:<15}")
+    print("\n" + "\n".join(lines))
+    return top == "NONE" and not any(codes.values())
+
+
+def topic_partitions(specs: Sequence[str], source: Source) -> dict[str, list[int]]:
+    """`--topic T` (every partition the broker has) or `--topic T:0,2`, repeatable, as kafka-consumer-groups.sh."""
+    topics: dict[str, list[int]] = {}
+    for spec in specs:
+        topic, _, listed = spec.partition(":")
+        if not topic:
+            raise UsageError(f"--topic {spec!r}: name a topic, as T or T:0,1")
+        if not listed:
+            partitions = source.partitions(topic)
+        elif all(p.strip().isdigit() for p in listed.split(",")):
+            partitions = [int(p) for p in listed.split(",")]
+        else:
+            raise UsageError(f"--topic {spec!r}: partitions are numbers, as T:0,1")
+        topics.setdefault(topic, [])
+        topics[topic] += [p for p in partitions if p not in topics[topic]]
+    return topics
+
+
 # ------------------------------------------------------------------------------------------- the command
 
 
@@ -356,10 +595,21 @@ def add_groups_arguments(parser: argparse.ArgumentParser) -> None:
     action.add_argument("--describe", action="store_true", help="describe --group G (offsets, members or state)")
     action.add_argument("--remove-members", action="store_true",
                         help="remove static members of --group G by --instance-ids (LeaveGroup v5, KIP-345)")
-    parser.add_argument("--group", metavar="G", help="the group (--describe, --remove-members)")
+    action.add_argument("--delete", action="store_true",
+                        help="delete --group G with its committed offsets; only a group without members can go "
+                             "(DeleteGroups)")
+    action.add_argument("--delete-offsets", action="store_true",
+                        help="delete --group G's committed offsets of --topic T (OffsetDelete); refused for a topic "
+                             "the group's members subscribe to")
+    parser.add_argument("--group", metavar="G", help="the group (--describe, --remove-members, --delete, "
+                                                     "--delete-offsets)")
+    parser.add_argument("--topic", action="append", default=[], metavar="T[:P,...]",
+                        help="--delete-offsets: a topic (every partition) or some of its partitions; repeatable")
     parser.add_argument("--offsets", action="store_true", help="--describe: the offsets view (the default)")
     parser.add_argument("--members", action="store_true", help="--describe: the members view")
-    parser.add_argument("--verbose", action="store_true", help="--members: also each member's partitions")
+    parser.add_argument("--verbose", action="store_true",
+                        help="--members: also each member's partitions (a streams group: epochs and target tasks); "
+                             "--state of a streams group: also its epochs")
     parser.add_argument("--state", nargs="?", const="", default=None, metavar="S1,S2",
                         help="--describe: the state view; --list: a STATE column, only groups in these states "
                              "if given")
@@ -389,7 +639,26 @@ def run_groups(args: argparse.Namespace, source: Source) -> int:
                 print(g["group_id"], file=out)
         return EXIT_OK
     if args.group is None:
-        raise UsageError("--describe and --remove-members need --group")
+        raise UsageError("--describe, --remove-members, --delete and --delete-offsets need --group")
+    if args.delete:
+        body = source.delete_group(args.group)
+        if args.json:
+            [result] = body["results"]
+            print(json.dumps({"group": args.group, "error": result["error"]}), file=out)
+            return EXIT_OK if result["error_code"] == 0 else EXIT_FAILED
+        return EXIT_OK if print_deletion(args.group, body) else EXIT_FAILED
+    if args.delete_offsets:
+        if not args.topic:
+            raise UsageError("--delete-offsets needs --topic T (every partition) or --topic T:0,1")
+        topics = topic_partitions(args.topic, source)
+        body = source.delete_offsets(args.group, topics)
+        if args.json:
+            print(json.dumps({"group": args.group, "error": body["error"], "topics": [
+                {"topic": t["name"], "partition": p["partition_index"], "error": p["error"]}
+                for t in body["topics"] for p in t["partitions"]]}), file=out)
+            failed = body["error_code"] != 0 or any(p["error_code"] for t in body["topics"] for p in t["partitions"])
+            return EXIT_FAILED if failed else EXIT_OK
+        return EXIT_OK if print_offset_deletion(args.group, topics, body) else EXIT_FAILED
     if args.remove_members:
         if not args.instance_ids:
             raise UsageError("--remove-members needs --instance-ids a,b (static members' group.instance.id)")
@@ -403,6 +672,9 @@ def run_groups(args: argparse.Namespace, source: Source) -> int:
                 print(f"  {result['group_instance_id']}: {result['error']}", file=out)
         failed = body["error"] != "NONE" or any(r["error"] != "NONE" for r in results)
         return EXIT_FAILED if failed else EXIT_OK
+    streams = source.describe_streams(args.group)
+    if streams is not None:
+        return describe_streams(args, streams, source.description)
     view = source.describe(args.group)
     if args.json:
         print(json.dumps(view_json(view)), file=out)

@@ -72,6 +72,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from chaos_harness.real_demo import RealConsumerDemo
     from coordinator_job.live_job import LiveJob, checkpoint_dir
     from coordinator_job.spark_session import build_session
+    from coordinator_metrics import LISTEN_KEY, MetricsEndpoint, metrics_address
 
     problems = check_prerequisites()
     if args.demo and args.demo_clients == "real" and (missing := missing_library("confluent")):
@@ -80,6 +81,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("cannot run:\n  " + "\n  ".join(problems), file=sys.stderr)
         return EXIT_FAILED
     settings = _load(args)
+    if args.metrics_listen is not None:
+        settings[LISTEN_KEY] = args.metrics_listen
+    try:
+        metrics_listen = metrics_address(settings[LISTEN_KEY]) if settings[LISTEN_KEY] else None
+    except ValueError as exc:
+        print(f"cannot run: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     with _broker(args, settings):
         checkpoint = checkpoint_dir(settings, args.checkpoint)
         print(f"checkpoint: {checkpoint}", file=sys.stderr)
@@ -90,9 +98,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGINT, lambda *_: stop.update(requested=True))
         signal.signal(signal.SIGTERM, lambda *_: stop.update(requested=True))
         job = LiveJob(spark, settings, checkpoint)
+        metrics = None if metrics_listen is None else MetricsEndpoint(job.metrics.registry, metrics_listen)
+        if metrics is not None:
+            print(f"the job's metrics: {metrics.url}", file=sys.stderr)
         job.start()
         demo: Demo | RealConsumerDemo | None = None
         status = StatusLine()
+        announced = False  # the demo gateway's metrics address
         deadline = None if args.duration <= 0 else time.monotonic() + args.duration
         try:
             while not stop["requested"] and (deadline is None or time.monotonic() < deadline):
@@ -105,9 +117,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                     # Members started before the job answers would see their first rebalance completed
                     # in the past (event time) and could lose their session before their first heartbeat.
                     if args.demo_clients == "real":
-                        demo = RealConsumerDemo(settings, members=args.demo_members).start()
+                        demo = RealConsumerDemo(settings, members=args.demo_members,
+                                                metrics=metrics is not None).start()
                     else:
                         demo = Demo(settings, members=args.demo_members).start()
+                if isinstance(demo, RealConsumerDemo) and not announced and demo.metrics_url is not None:
+                    status.end()
+                    print(f"the demo gateway's metrics: {demo.metrics_url}", file=sys.stderr)
+                    announced = True
                 extra = f"  |  {demo.status()}" if demo is not None else ""
                 status.show(job.status_line() + extra)
                 time.sleep(1)
@@ -117,6 +134,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 demo.stop()
             job.close(drain=True)
             spark.stop()
+            if metrics is not None:
+                metrics.close()
         summary = {**job.status.summary(), "checkpoint": str(checkpoint)}
         if demo is not None:
             summary["demo"] = demo.summary()
@@ -284,6 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "through `coordinator gateway`")
     run.add_argument("--checkpoint", metavar="DIR", help="checkpoint directory (default: checkpoints/<query name>)")
     run.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
+    run.add_argument("--metrics-listen", metavar="HOST:PORT",
+                     help="serve the job's Prometheus metrics at http://HOST:PORT/metrics (port 0: any free port; "
+                          "default: the coordinator.metrics.listen key, empty: none)")
     _settings_arguments(run)
     run.set_defaults(handler=cmd_run)
 
@@ -371,8 +393,9 @@ def build_parser() -> argparse.ArgumentParser:
     soak.set_defaults(handler=cmd_soak)
 
     chaos = commands.add_parser("chaos", help="bounce, crash and restart simulated clients; report rebalances",
-                                description="Runs a group of simulated consumers through a chaos scenario and "
-                                            "reports rebalances, assignment changes and unanswered requests.")
+                                description="Runs a group of simulated consumers (or, with --group-type streams, "
+                                            "Kafka Streams instances) through a chaos scenario and reports "
+                                            "rebalances, assignment changes and unanswered requests.")
     add_chaos_arguments(chaos)
     import chaos_harness.real_chaos
     import kafka_gateway.cli

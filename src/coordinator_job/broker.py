@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.resources
+import json
 import logging
 import os
 import socket
@@ -37,7 +38,7 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
@@ -317,3 +318,31 @@ def log_end_offsets(consumer: KafkaConsumer, topic: str, timeout_s: float = 30.0
             raise TimeoutError(f"no fetch response for {topic} within {timeout_s:.0f}s")
         consumer.poll(timeout_ms=FETCH_MAX_WAIT_MS)
     return {str(tp.partition): max(listed[tp], consumer.highwater(tp)) for tp in tps}
+
+
+def read_compacted(bootstrap_servers: str, topic: str, client_id: str, timeout_s: float = 30.0) -> dict[str, Any]:
+    """The latest value (JSON) of every key of a compacted topic, read to its end (a tombstone removes the key);
+    TimeoutError when that takes longer than `timeout_s`."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, client_id=client_id, enable_auto_commit=False,
+                             group_id=None)
+    try:
+        ends = log_end_offsets(consumer, topic)
+        latest: dict[str, Any] = {}
+        for partition, end in ends.items():
+            tp = TopicPartition(topic, int(partition))
+            consumer.assign([tp])
+            consumer.seek(tp, 0)
+            deadline = time.monotonic() + timeout_s
+            while consumer.position(tp) < end:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"reading {topic} took longer than {timeout_s:.0f} s")
+                for batch in consumer.poll(timeout_ms=500).values():
+                    for record in batch:
+                        key = record.key.decode("utf-8") if record.key is not None else ""
+                        if record.value is None:
+                            latest.pop(key, None)
+                        else:
+                            latest[key] = json.loads(record.value)
+        return latest
+    finally:
+        consumer.close()

@@ -31,6 +31,7 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+from pyspark import Accumulator
 from pyspark.sql import Column, DataFrame, GroupedData, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState as SparkGroupState
@@ -42,6 +43,7 @@ from pyspark.sql.streaming.stateful_processor import (
     TimerValues,
 )
 
+from coordinator_metrics import ChangedGroups, census_entry
 from coordinator_state import (
     EngineConfig,
     Invalid,
@@ -58,7 +60,6 @@ from coordinator_state.envelope import REPLY_TO
 from .settings import TRANSFORM_WITH_STATE, engine_config, stateful_operator
 from .task_metrics import (
     ENGINE_MS,
-    LATE_REQUESTS,
     OPERATOR_CALLS,
     OPERATOR_INPUT_MS,
     OPERATOR_MS,
@@ -171,7 +172,6 @@ class StepOutcome:
     rows: list[OutputRow]
     state: bytes | None  # the group's encoded state (coordinator_state's versioned codec); None: it is gone
     wake_at_ms: int | None  # the first watermark at which the group must be called again, requests or not
-    late_requests: int = 0  # requests older than the watermark
 
 
 def wake_at(next_deadline: int, watermark_ms: int) -> int:
@@ -185,9 +185,12 @@ class CoordinatorStep:
     output rows, the state to store and the watermark to wake the group at out. The operators' adapters only
     move these in and out."""
 
-    def __init__(self, settings: Mapping[str, Any], live: bool, metrics: TaskMetrics | None = None) -> None:
+    def __init__(self, settings: Mapping[str, Any], live: bool, late_requests: Accumulator[int] | None = None,
+                 changed_groups: Accumulator[ChangedGroups] | None = None, metrics: TaskMetrics | None = None) -> None:
         self.config = EngineConfig.from_mapping(engine_config(settings))
         self.skew = int(settings["coordinator.max.clock.skew.ms"]) if live else None
+        self.late_requests = late_requests
+        self.changed_groups = changed_groups
         self.metrics = metrics
         self.responses_topic = str(settings["coordinator.responses.topic"])
         self.snapshots_topic = str(settings["coordinator.snapshots.topic"])
@@ -212,28 +215,31 @@ class CoordinatorStep:
             assert not isinstance(parsed, Tick | Invalid), "the parse stage routes these elsewhere"
             requests.append(parsed)
         outcome = run_group(stored, watermark_ms, requests, self.config)
+        if self.late_requests is not None and outcome.late_requests:
+            self.late_requests.add(outcome.late_requests)
         out: list[OutputRow] = [(self.responses_topic, r[REPLY_TO], to_json(r)) for r in outcome.responses]
         for change in outcome.offset_changes:
             record = change.record()
             out.append((self.offsets_topic, change.key, None if record is None else to_json(record)))
         if outcome.snapshot is not None:
             out.append((self.snapshots_topic, group_id, to_json(outcome.snapshot)))
-        if outcome.state is None and outcome.tombstone:
+        removed = outcome.state is None and outcome.tombstone
+        if removed:
             out.append((self.snapshots_topic, group_id, None))
+        if self.changed_groups is not None and (removed or outcome.snapshot is not None):
+            self.changed_groups.add({group_id: census_entry(outcome.snapshot)})
         wake = None
         if outcome.state is not None and outcome.next_deadline is not None:
             wake = wake_at(outcome.next_deadline, watermark_ms)
-        return StepOutcome(out, outcome.state, wake, outcome.late_requests)
+        return StepOutcome(out, outcome.state, wake)
 
-    def report(self, started: float, received: float, loaded: float, computed: float, written: float,
-               late_requests: int) -> None:
+    def report(self, started: float, received: float, loaded: float, computed: float, written: float) -> None:
         """One call's times (time.perf_counter() readings: called, its rows received, state loaded, step done, state
-        written) and late requests, to the task metrics."""
+        written), to the task metrics."""
         if self.metrics is not None:
             self.metrics.add({OPERATOR_MS: (written - started) * 1000, OPERATOR_INPUT_MS: (received - started) * 1000,
-                              STATE_LOAD_MS: (loaded - received) * 1000,
-                              ENGINE_MS: (computed - loaded) * 1000, STATE_WRITE_MS: (written - computed) * 1000,
-                              OPERATOR_CALLS: 1, LATE_REQUESTS: late_requests})
+                              STATE_LOAD_MS: (loaded - received) * 1000, ENGINE_MS: (computed - loaded) * 1000,
+                              STATE_WRITE_MS: (written - computed) * 1000, OPERATOR_CALLS: 1})
 
 
 OUTPUT_COLUMNS = ("topic", "key", "value")
@@ -245,10 +251,12 @@ def _frame(rows: list[OutputRow]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=OUTPUT_COLUMNS)
 
 
-def make_group_step(settings: Mapping[str, Any], live: bool,
+def make_group_step(settings: Mapping[str, Any], live: bool, late_requests: Accumulator[int] | None = None,
+                    changed_groups: Accumulator[ChangedGroups] | None = None,
                     metrics: TaskMetrics | None = None) -> Callable[..., Iterator[pd.DataFrame]]:
-    """The `applyInPandasWithState` adapter of `CoordinatorStep`; `metrics` gets its times and late requests."""
-    core = CoordinatorStep(settings, live, metrics)
+    """The `applyInPandasWithState` adapter of `CoordinatorStep`; `late_requests` counts requests older than
+    the watermark, `changed_groups` collects the groups' latest states, `metrics` gets the calls' times."""
+    core = CoordinatorStep(settings, live, late_requests, changed_groups, metrics)
 
     def step(key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: SparkGroupState) -> Iterator[pd.DataFrame]:
         started = time.perf_counter()
@@ -283,7 +291,7 @@ def make_group_step(settings: Mapping[str, Any], live: bool,
                 # EventTimeTimeout fires once the watermark is strictly past the timeout (PySpark's
                 # GroupState docs; Spark's FlatMapGroupsWithStateExec: timeout < watermark).
                 state.setTimeoutTimestamp(max(outcome.wake_at_ms - 1, 1))  # 0: no timeout
-        core.report(started, received, loaded, computed, time.perf_counter(), outcome.late_requests)
+        core.report(started, received, loaded, computed, time.perf_counter())
         yield _frame(outcome.rows)
 
     return step
@@ -298,15 +306,18 @@ class CoordinatorProcessor(StatefulProcessor):
     is due by the watermark itself, so a wake-up earlier than the next deadline changes nothing.
     """
 
-    def __init__(self, settings: Mapping[str, Any], live: bool, metrics: TaskMetrics | None = None) -> None:
+    def __init__(self, settings: Mapping[str, Any], live: bool, late_requests: Accumulator[int] | None = None,
+                 changed_groups: Accumulator[ChangedGroups] | None = None, metrics: TaskMetrics | None = None) -> None:
         self.settings = dict(settings)
         self.live = live
+        self.late_requests = late_requests
+        self.changed_groups = changed_groups
         self.metrics = metrics
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
         self.state = handle.getValueState("group", TWS_STATE_SCHEMA)
-        self.core = CoordinatorStep(self.settings, self.live, self.metrics)
+        self.core = CoordinatorStep(self.settings, self.live, self.late_requests, self.changed_groups, self.metrics)
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Row]:
         # Rows unpack by position, in OPERATOR_COLUMNS' order: a Row's lookup by name scans its field names.
@@ -351,7 +362,7 @@ class CoordinatorProcessor(StatefulProcessor):
             self.state.update((outcome.state, timer))
         elif stored is not None:
             self.state.clear()
-        self.core.report(started, received, loaded, computed, time.perf_counter(), outcome.late_requests)
+        self.core.report(started, received, loaded, computed, time.perf_counter())
         yield from _rows(outcome.rows)
 
     def close(self) -> None:
@@ -386,27 +397,32 @@ def _records_where(condition: Column) -> Column:
     return F.sum(F.when(condition, F.col("count")).otherwise(0))
 
 
-def coordinator_operator(settings: Mapping[str, Any], live: bool,
+def coordinator_operator(settings: Mapping[str, Any], live: bool, late_requests: Accumulator[int] | None = None,
+                         changed_groups: Accumulator[ChangedGroups] | None = None,
                          metrics: TaskMetrics | None = None) -> StatefulOperator:
     """Step 3: the configured stateful operator running `CoordinatorStep` on every group's packs."""
 
     def apply(grouped: GroupedData) -> DataFrame:
         if stateful_operator(settings) == TRANSFORM_WITH_STATE:
-            return grouped.transformWithState(CoordinatorProcessor(settings, live, metrics), OUTPUT_SCHEMA,
-                                              "Append", "EventTime")
-        return grouped.applyInPandasWithState(make_group_step(settings, live, metrics), OUTPUT_SCHEMA,
-                                              STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
+            return grouped.transformWithState(CoordinatorProcessor(settings, live, late_requests, changed_groups,
+                                                                   metrics),
+                                              OUTPUT_SCHEMA, "Append", "EventTime")
+        return grouped.applyInPandasWithState(make_group_step(settings, live, late_requests, changed_groups, metrics),
+                                              OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
 
     return apply
 
 
 def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: bool, source: str = "topic",
+                   late_requests: Accumulator[int] | None = None,
+                   changed_groups: Accumulator[ChangedGroups] | None = None,
                    metrics: TaskMetrics | None = None,
                    operator: StatefulOperator | None = None) -> DataFrame:
     """The whole query from a DataFrame of records (value binary, partition, offset, timestamp) to output rows.
 
-    `metrics`, if given, gets the operator's times and counts the requests processed after the watermark had passed
-    them (task_metrics);
+    `late_requests`, if given, counts the requests processed after the watermark had passed them;
+    `changed_groups`, if given, collects the latest (state, generation) of every group whose snapshot is written;
+    `metrics`, if given, gets the operator's times (task_metrics);
     `operator` replaces step 3 (default: `coordinator_operator`), so a measurement can run the same plan
     around another operator.
     """
@@ -432,4 +448,4 @@ def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: boo
         "event_time", metadata={"spark.watermarkDelayMs": lateness})
     grouped = parsed.filter(F.col("kind") != "tick").select(*OPERATOR_COLUMNS, never_late).groupBy(
         "invalid", "group_id")
-    return (operator or coordinator_operator(settings, live, metrics))(grouped)
+    return (operator or coordinator_operator(settings, live, late_requests, changed_groups, metrics))(grouped)

@@ -3,7 +3,7 @@
 `LiveJob` is the one runner of the live job: `coordinator run` starts it, shows `status_line()` and
 stops it draining; the chaos harness's Spark backend also stops and restarts it mid-run on the same
 checkpoint. A monitor thread totals the query's progress once a second (Spark keeps only its last 100
-progress reports), across restarts.
+progress reports), across restarts, and hands each new report to the job's metrics (`metrics.py`).
 """
 
 from __future__ import annotations
@@ -17,14 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from kafka import KafkaProducer
+from kafka.errors import KafkaError
+from pyspark import Accumulator, AccumulatorParam
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from coordinator_metrics import ChangedGroups, census_entry
 from coordinator_state import tick_envelope, to_json
 
-from .broker import create_topics
+from .broker import create_topics, read_compacted
+from .metrics import JobMetrics
 from .settings import ROOT
-from .task_metrics import ACCUMULATOR_OPTION, LATE_REQUESTS, Breakdown, Metrics, TaskMetrics, task_metrics
+from .task_metrics import ACCUMULATOR_OPTION, Breakdown, Metrics, TaskMetrics, task_metrics
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +105,19 @@ class TickWriter:
         self.producer.close(timeout=5)
 
 
+class LatestPerGroup(AccumulatorParam[ChangedGroups]):
+    """An accumulator of `ChangedGroups`, the later entry of a group winning: micro-batches run one after the other
+    and each calls a group at most once, so on the driver it holds every group's latest entry (a retried task
+    writes the same entries again)."""
+
+    def zero(self, value: ChangedGroups) -> ChangedGroups:
+        return {}
+
+    def addInPlace(self, value1: ChangedGroups, value2: ChangedGroups) -> ChangedGroups:
+        value1.update(value2)
+        return value1
+
+
 @dataclass
 class LiveStatus:
     """Totals over the query's progress reports, for the status line and the closing summary."""
@@ -112,6 +129,7 @@ class LiveStatus:
     last_watermark: str = ""
     late_requests: int = 0
     seen: set[str] = field(default_factory=set)
+    job_metrics: JobMetrics | None = None  # told of every new progress report
     # Where the time of the batches went, over the last few readings (see `task_metrics`).
     recent: list[Breakdown] = field(default_factory=list)
     task_metrics: Metrics = field(default_factory=dict)
@@ -121,7 +139,6 @@ class LiveStatus:
         reading = Breakdown()
         reading.add_tasks(self.task_metrics, task_metrics)
         self.task_metrics = dict(task_metrics)
-        self.late_requests = int(task_metrics.get(LATE_REQUESTS, 0))
         for progress in query.recentProgress:
             key = f"{progress['id']}:{progress['batchId']}"
             if key in self.seen:
@@ -135,9 +152,11 @@ class LiveStatus:
                 self.batch_ms.append(int(duration))
             self.last_watermark = (progress.get("eventTime") or {}).get("watermark", self.last_watermark)
             observed = (progress.get("observedMetrics") or {}).get("coordinator")
-            if observed is not None:
-                for name, value in observed.asDict().items():
-                    self.metrics[name] = self.metrics.get(name, 0) + int(value or 0)
+            counted = {} if observed is None else {name: int(value or 0) for name, value in observed.asDict().items()}
+            for name, value in counted.items():
+                self.metrics[name] = self.metrics.get(name, 0) + value
+            if self.job_metrics is not None:
+                self.job_metrics.progress(progress, counted.get("dead_letters", 0))
         self.recent = [*self.recent[-(RECENT_READINGS - 1):], reading]
 
     def breakdown(self) -> Breakdown:
@@ -168,10 +187,14 @@ class LiveStatus:
 
 
 def start_query(spark: SparkSession, settings: Mapping[str, Any], checkpoint: Path, *, available_now: bool = False,
+                late_requests: Accumulator[int] | None = None,
+                changed_groups: Accumulator[ChangedGroups] | None = None,
                 metrics: TaskMetrics | None = None) -> StreamingQuery:
     """Starts the production query: Kafka in, Kafka out, offsets and state in `checkpoint`.
 
-    `metrics`, if given, gets the tasks' times and the count of the requests that arrived after the watermark.
+    `late_requests`, a Spark accumulator, if given, counts the requests that arrived after the watermark;
+    `changed_groups` (a `LatestPerGroup` accumulator) collects the groups' latest states; `metrics` gets the tasks'
+    times (task_metrics).
     """
     from .job import build_pipeline
 
@@ -189,7 +212,8 @@ def start_query(spark: SparkSession, settings: Mapping[str, Any], checkpoint: Pa
                .option("maxRecordsPerBatch", str(settings["coordinator.max.records.per.batch"]))
                .option("fetchMaxWaitMs", str(settings["coordinator.source.fetch.max.wait.ms"]))
                .load())
-    output = build_pipeline(records, settings, live=True, metrics=metrics)
+    output = build_pipeline(records, settings, live=True, late_requests=late_requests, changed_groups=changed_groups,
+                            metrics=metrics)
     writer = (output.writeStream.format("coordinator_kafka").options(**metrics_option)
               .option("kafka.bootstrap.servers", bootstrap)
               .option("checkpointLocation", str(checkpoint))
@@ -205,16 +229,21 @@ class LiveJob:
     """The query and its tick writer on one checkpoint, which can be stopped and started again.
 
     `start` creates the topics on first use, starts the tick writer and the query; `stop` stops both,
-    first answering what was already read when `drain` is set. `close` stops the monitor too.
+    first answering what was already read when `drain` is set. `close` stops the monitor too. `metrics` holds the
+    job's Prometheus series (served by whoever runs the job).
     """
 
     def __init__(self, spark: SparkSession, settings: Mapping[str, Any], checkpoint: Path) -> None:
         self.spark = spark
         self.settings = settings
         self.checkpoint = checkpoint
-        self.status = LiveStatus()
+        self.metrics = JobMetrics(str(settings["coordinator.requests.topic"]))
+        self.status = LiveStatus(job_metrics=self.metrics)
         self.starts = 0
-        self.metrics = task_metrics(spark.sparkContext)
+        self._late_requests = spark.sparkContext.accumulator(0)
+        # The latest state of every group changed since this driver started.
+        self._changed_groups = spark.sparkContext.accumulator({}, LatestPerGroup())
+        self.task_metrics = task_metrics(spark.sparkContext)
         self._queries: list[StreamingQuery] = []
         self._ticks: TickWriter | None = None
         self._lock = threading.Lock()  # the monitor and the caller both total the progress
@@ -226,9 +255,25 @@ class LiveJob:
         """Starts the tick writer and the query on the checkpoint."""
         if self.starts == 0:
             ensure_topics(self.settings)
+            self._count_groups_so_far()
         self._ticks = TickWriter(self.settings).start()
-        self._queries.append(start_query(self.spark, self.settings, self.checkpoint, metrics=self.metrics))
+        self._queries.append(start_query(self.spark, self.settings, self.checkpoint,
+                                         late_requests=self._late_requests, changed_groups=self._changed_groups,
+                                         metrics=self.task_metrics))
         self.starts += 1
+
+    def _count_groups_so_far(self) -> None:
+        """The groups as the snapshot topic holds them when the job starts (a checkpoint's groups are counted
+        before they change again); without it, only groups changed since are."""
+        topic = str(self.settings["coordinator.snapshots.topic"])
+        try:
+            snapshots = read_compacted(str(self.settings["bootstrap.servers"]), topic, "coordinator-metrics")
+        except (KafkaError, TimeoutError, ValueError) as exc:
+            log.warning("the metrics count only the groups that change from now on: reading %s failed (%r)",
+                        topic, exc)
+            return
+        self.metrics.census.update({group_id: census_entry(snapshot) for group_id, snapshot in snapshots.items()},
+                                   count=False)
 
     def stop(self, *, drain: bool = False) -> None:
         """Stops the tick writer, then the query (with `drain`, after it has processed what it can read)."""
@@ -272,7 +317,11 @@ class LiveJob:
         """Totals the progress reported since the last call."""
         with self._lock:
             for query in self._queries:
-                self.status.update(query, self.metrics.value)
+                self.status.update(query, self.task_metrics.value)
+            self.status.late_requests = int(self._late_requests.value)
+            self.metrics.late_requests(self.status.late_requests)
+            # Copied at once: task results are merged on another thread. Entries seen before change nothing.
+            self.metrics.census.update(dict(self._changed_groups.value))
 
     def status_line(self) -> str:
         """Batches, records, requests, dead letters, late requests, ticks, batch time, watermark."""

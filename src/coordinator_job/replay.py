@@ -97,14 +97,16 @@ def replay_spark_to_files(path: Path, settings: Mapping[str, Any], records_per_b
 
     from .job import build_pipeline
     from .spark_session import build_session
-    from .task_metrics import LATE_REQUESTS, task_metrics
+    from .task_metrics import task_metrics
 
     spark = build_session(settings, master, app_name="coordinator-replay")
     records = spark.readStream.format("coordinator_file").option("path", str(path))
     if records_per_batch:
         records = records.option("maxRecordsPerBatch", str(records_per_batch))
+    late_requests = spark.sparkContext.accumulator(0)
     metrics = task_metrics(spark.sparkContext)
-    output = build_pipeline(records.load(), settings, live=False, source="file", metrics=metrics)
+    output = build_pipeline(records.load(), settings, live=False, source="file", late_requests=late_requests,
+                            metrics=metrics)
     result = SparkReplayOutput()
     responses_topic = settings["coordinator.responses.topic"]
     dead_letters_topic = settings["coordinator.dead.letters.topic"]
@@ -137,7 +139,7 @@ def replay_spark_to_files(path: Path, settings: Mapping[str, Any], records_per_b
                         else:
                             result.snapshots[key] = tombstone(key) if value is None else str(value)
     result.task_metrics = dict(metrics.value)
-    result.late_requests = int(result.task_metrics.get(LATE_REQUESTS, 0))
+    result.late_requests = int(late_requests.value)
     result.offsets = dict(sorted(result.offsets.items()))
     return result
 

@@ -40,6 +40,7 @@ DEFAULTS: dict[str, Any] = {
     "coordinator.starting.offsets": "earliest",
     "coordinator.source.fetch.max.wait.ms": 500,
     "coordinator.stateful.operator": APPLY_IN_PANDAS_WITH_STATE,
+    "coordinator.metrics.listen": "",  # HOST:PORT of the Prometheus endpoint; empty: none
 }
 
 

@@ -2,7 +2,7 @@
 
 Each task adds a few numbers per call (no second pass over the data): the Kafka reader the time it spends reading
 its offset range, the stateful operator its calls and the time in them (state load, engine, state write), the sink
-the time it spends producing and flushing, and the operator the requests it found late. The driver reads the sum;
+the time it spends producing and flushing. The driver reads the sum;
 `Breakdown` turns the difference between two readings, with Spark's own `durationMs` of the batches in between,
 into the mean time per micro-batch of each stage.
 
@@ -36,7 +36,6 @@ SINK_UPSTREAM_MS = "sink_upstream_ms"  # the sink task waiting for its rows: shu
 SINK_PRODUCE_MS = "sink_produce_ms"
 SINK_FLUSH_MS = "sink_flush_ms"
 SINK_RECORDS = "sink_records"
-LATE_REQUESTS = "late_requests"
 # The data sources' option naming the accumulator.
 ACCUMULATOR_OPTION = "taskMetricsAccumulator"
 

@@ -18,11 +18,8 @@ from typing import Any
 
 from coordinator_state import SIMULATION_EPOCH_MS as EPOCH_MS
 from coordinator_state import Api, LocalCoordinator, request_envelope
-from coordinator_state.config import EngineConfig
-from coordinator_state.records import Reply
-from coordinator_state.streams import group_type as streams_group_type
+from coordinator_state.envelope import TOPIC_METADATA
 from coordinator_state.streams.assignor import AssignorMember, SubtopologyTasks, assign
-from coordinator_state.streams.parsing import parse_streams_heartbeat
 
 from .bench_spark import add_spark_bench_arguments, spark_bench_main
 
@@ -172,48 +169,47 @@ def bench_join_round(members: int) -> dict[str, float]:
 
 
 def bench_streams_heartbeats(members: int, rounds: int) -> dict[str, float]:
-    """Heartbeats of a Stable streams group of `members` members (each a process of its own, 1,000 tasks), each
-    parsed from its body, handled by the streams group type and answered: the steady heartbeat's whole path in
-    the engine but the envelope's routing (the group type is not in LocalCoordinator's registry yet)."""
+    """Heartbeats of a Stable streams group of `members` members (each a process of its own, 1,000 tasks) through
+    `LocalCoordinator.handle`: envelope, routing, parsing, the streams group type and the answer, as the classic
+    heartbeats are measured."""
     # Every member joins within the initial delay: one target assignment when it ends, not one per join.
-    config = EngineConfig.from_mapping({"group.streams.initial.rebalance.delay.ms": 3000,
-                                        "group.streams.assignment.interval.ms": 0})
+    coord = LocalCoordinator({"group.streams.initial.rebalance.delay.ms": 3000,
+                              "group.streams.assignment.interval.ms": 0})
     topology = {"epoch": 0, "subtopologies": [{"subtopology_id": "s", "source_topics": ["in"]}]}
     t = EPOCH_MS
-    group = streams_group_type.create("g", t, config)
-    reply = Reply("StreamsGroupHeartbeat", 0, 1, "bench", "bench")
 
-    def heartbeat(body: dict[str, Any], topics: Any = None) -> dict[str, Any]:
-        request = parse_streams_heartbeat(reply, t, "/bench", body, topics)
-        streams_group_type.handle(group, request, t)
-        answer: dict[str, Any] = group.drain()[0]["body"]
-        return answer
+    def envelope(body: dict[str, Any], correlation_id: int, at: int) -> dict[str, Any]:
+        client = str(body["member_id"])
+        return request_envelope(Api.STREAMS_GROUP_HEARTBEAT, body, version=0, correlation_id=correlation_id,
+                                client_id=client, reply_to=client, timestamp_ms=at)
 
     for i in range(members):
-        heartbeat({"group_id": "g", "member_id": f"m{i}", "member_epoch": 0, "rebalance_timeout_ms": 30000,
-                   "topology": topology, "active_tasks": [], "standby_tasks": [], "warmup_tasks": [],
-                   "process_id": f"p{i}"}, {"topics": [{"name": "in", "partitions": 1000}]})
+        join = envelope({"group_id": "g", "member_id": f"m{i}", "member_epoch": 0, "rebalance_timeout_ms": 30000,
+                         "topology": topology, "active_tasks": [], "standby_tasks": [], "warmup_tasks": [],
+                         "process_id": f"p{i}"}, 1, t)
+        join[TOPIC_METADATA] = {"topics": [{"name": "in", "partitions": 1000}]}
+        coord.handle(join)
     t += 3000
-    streams_group_type.fire_due(group, t)
-    for _ in range(3):  # every member reports its tasks until all are Stable
-        for member in list(group.members.values()):
+    coord.advance_to(t)
+    for round_ in range(3):  # every member reports its tasks until all are Stable
+        for member_id, epoch, owned in _streams_members(coord.describe("g")):
             t += 1
-            owned = [{"subtopology_id": s, "partitions": sorted(p for s2, p in member.assigned.active if s2 == s)}
-                     for s in sorted({s for s, _ in member.assigned.active})]
-            heartbeat({"group_id": "g", "member_id": member.member_id, "member_epoch": member.member_epoch,
-                       "active_tasks": owned, "standby_tasks": [], "warmup_tasks": []})
-    bodies = [{"group_id": "g", "member_id": m.member_id, "member_epoch": m.member_epoch}
-              for m in group.members.values()] * rounds
-    errors = 0
-    start = time.process_time()
-    for body in bodies:
-        t += 1
-        streams_group_type.fire_due(group, t)
-        errors += heartbeat(body)["error_code"] != 0
-    elapsed = time.process_time() - start
-    if errors or str(group.state) != "Stable":
-        raise RuntimeError("streams heartbeats were refused: the benchmark is not measuring the happy path")
-    return {"streams_heartbeats_per_s": len(bodies) / elapsed, "streams_heartbeats": len(bodies)}
+            coord.handle(envelope({"group_id": "g", "member_id": member_id, "member_epoch": epoch,
+                                   "active_tasks": owned, "standby_tasks": [], "warmup_tasks": []}, 2 + round_, t))
+    snapshot = coord.describe("g")
+    if snapshot is None or snapshot["state"] != "Stable":
+        raise RuntimeError("the streams group did not become Stable: the benchmark is broken")
+    requests = [envelope({"group_id": "g", "member_id": member_id, "member_epoch": epoch}, 10 + r, t + 1 + r)
+                for r in range(rounds) for member_id, epoch, _ in _streams_members(snapshot)]
+    elapsed = _timed_happy_path(coord, requests, "streams heartbeats")
+    return {"streams_heartbeats_per_s": len(requests) / elapsed, "streams_heartbeats": len(requests)}
+
+
+def _streams_members(snapshot: Mapping[str, Any] | None) -> list[tuple[str, int, list[dict[str, Any]]]]:
+    """Each member of a streams group's snapshot: its id, epoch and assigned active tasks (as a heartbeat reports
+    them)."""
+    assert snapshot is not None
+    return [(m["member_id"], m["member_epoch"], m["assigned_tasks"]["active_tasks"]) for m in snapshot["members"]]
 
 
 def bench_streams_assignment(members: int, tasks: int, standby_replicas: int) -> dict[str, float]:

@@ -379,13 +379,13 @@ def _measured(job: Any, progress: ProgressLog, phase: Callable[[], None]) -> dic
     process, the JVM, its Python workers: what a loaded machine stretches least) and the load average after."""
     from coordinator_job.task_metrics import Breakdown
 
-    mark, before, cpu = progress.mark(), dict(job.metrics.value), tree_cpu_seconds()
+    mark, before, cpu = progress.mark(), dict(job.task_metrics.value), tree_cpu_seconds()
     phase()
     cpu = tree_cpu_seconds() - cpu
     reports = progress.since(mark)
     breakdown = Breakdown()
     breakdown.add_reports(reports)
-    breakdown.add_tasks(before, job.metrics.value)
+    breakdown.add_tasks(before, job.task_metrics.value)
     batch_ms = [float(r["durationMs"]["triggerExecution"]) for r in reports if "triggerExecution" in r["durationMs"]]
     return {"batches": len(batch_ms), "batch_ms_p50": percentile(batch_ms, 50),
             "batch_ms_p99": percentile(batch_ms, 99), "batch_ms_max": max(batch_ms, default=None),

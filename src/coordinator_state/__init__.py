@@ -1,11 +1,13 @@
-"""Apache Kafka's classic group coordinator (KIP-345, KIP-394) as a pure, deterministic state machine.
+"""Apache Kafka's group coordinator, classic groups (KIP-345, KIP-394) and streams groups (KIP-1071), as a pure,
+deterministic state machine.
 
 No Spark, Kafka, pandas, clock or randomness in here: requests and event times in, responses and
 timer deadlines out. `LocalCoordinator` is the whole coordinator in memory; `run_group` is the
 per-group step the Spark job calls with a group's serialised state. Both reach a group through its
-type's interface (group_types.py); the classic group is the `classic` subpackage. `envelope` owns the
-format every side speaks (the gateway, the client library, the job, the CLI and the lab import it);
-`records` are the requests, `parsing` makes them from envelopes.
+type's interface (group_types.py); the classic group is the `classic` subpackage, the streams group the `streams`
+one (a request of one type's API for a group of the other meets it through `GroupType.from_other_group`).
+`envelope` owns the format every side speaks (the gateway, the client library, the job, the CLI and the lab import
+it); `records` are the requests, `parsing` makes them from envelopes.
 
 Imports only the standard library (and orjson, when installed): every other package builds on it.
 """

@@ -25,8 +25,11 @@ __all__ = [
     "CLIENT_HOST",
     "CLIENT_ID",
     "CORRELATION_ID",
+    "CREATE_TOPICS",
     "GROUPS",
+    "GROUPS_NAMES",
     "GROUP_ID",
+    "GROUP_IDS",
     "INT32_MAX",
     "INT32_MIN",
     "INT64_MAX",
@@ -37,6 +40,7 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "TICK",
     "TIMESTAMP_MS",
+    "TOPIC_METADATA",
     "VERSION",
     "Api",
     "Error",
@@ -76,6 +80,10 @@ TIMESTAMP_MS: Final = "timestamp_ms"
 BODY: Final = "body"
 GROUP_ID: Final = "group_id"  # a response's group, the request body's; and a snapshot's
 GROUPS: Final = "groups"  # a body's groups (OffsetFetch v8+, DescribeGroups: one per envelope)
+GROUPS_NAMES: Final = "groups_names"  # DeleteGroups' groups (one per envelope, PROTOCOL.md 11)
+GROUP_IDS: Final = "group_ids"  # StreamsGroupDescribe's groups (one per envelope)
+TOPIC_METADATA: Final = "topic_metadata"  # a StreamsGroupHeartbeat's topic partition counts (PROTOCOL.md 10)
+CREATE_TOPICS: Final = "create_topics"  # a StreamsGroupHeartbeat answer's internal topics to create
 _TOMBSTONE: Final = "tombstone"
 
 
@@ -90,12 +98,16 @@ class Api(StrEnum):
     OFFSET_FETCH = "OffsetFetch"
     DESCRIBE_GROUPS = "DescribeGroups"
     LIST_GROUPS = "ListGroups"
+    DELETE_GROUPS = "DeleteGroups"
+    OFFSET_DELETE = "OffsetDelete"
+    STREAMS_GROUP_HEARTBEAT = "StreamsGroupHeartbeat"
+    STREAMS_GROUP_DESCRIBE = "StreamsGroupDescribe"
 
 
 # The clock record of PROTOCOL.md section 2: moves the watermark, belongs to no group, gets no answer.
 TICK = "Tick"
 
-# Supported versions per API, lowest and highest (PROTOCOL.md sections 2 and 8).
+# Supported versions per API, lowest and highest (PROTOCOL.md sections 2, 8 and 11).
 SUPPORTED_VERSIONS: dict[str, tuple[int, int]] = {
     Api.JOIN_GROUP: (0, 9),
     Api.SYNC_GROUP: (0, 5),
@@ -105,6 +117,10 @@ SUPPORTED_VERSIONS: dict[str, tuple[int, int]] = {
     Api.OFFSET_FETCH: (0, 9),
     Api.DESCRIBE_GROUPS: (0, 5),
     Api.LIST_GROUPS: (0, 5),
+    Api.DELETE_GROUPS: (0, 2),
+    Api.OFFSET_DELETE: (0, 0),
+    Api.STREAMS_GROUP_HEARTBEAT: (0, 0),
+    Api.STREAMS_GROUP_DESCRIBE: (0, 0),
 }
 
 Response = dict[str, Any]
@@ -187,13 +203,14 @@ def response_partition(reply_to: str, partitions: int, murmur2: Callable[[bytes]
 
 def routing_group_id(envelope: Mapping[str, Any]) -> str | None:
     """The group a request belongs to, by which it is keyed and routed: the body's `group_id`, or the id
-    of its one `groups` entry (OffsetFetch v8+, DescribeGroups: one group per envelope, PROTOCOL.md 8).
-    None when there is none to read (ListGroups, a Tick, a malformed record)."""
+    of its one `groups` (or `group_ids`, `groups_names`) entry (OffsetFetch v8+, DescribeGroups,
+    StreamsGroupDescribe, DeleteGroups: one group per envelope, PROTOCOL.md 8, 10 and 11). None when there is none
+    to read (ListGroups, a Tick, a malformed record)."""
     body = envelope.get(BODY)
     if type(body) is not dict:
         return None
     group_id = body.get(GROUP_ID)
-    groups = body.get(GROUPS)
+    groups = body.get(GROUPS, body.get(GROUP_IDS, body.get(GROUPS_NAMES)))
     if group_id is None and type(groups) is list and len(groups) == 1:
         group_id = groups[0].get(GROUP_ID) if type(groups[0]) is dict else groups[0]
     return group_id if type(group_id) is str and is_utf8_encodable(group_id) else None

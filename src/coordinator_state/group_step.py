@@ -23,14 +23,26 @@ from .errors import Error
 from .group_types import GROUP_TYPES, Group, GroupType, type_for_absent_group, type_of
 from .no_group_answers import error_response, names_no_partition, nothing_to_commit
 from .offsets import OffsetChange
-from .records import DescribeGroups, JoinGroup, OffsetCommit, OffsetFetch, Request, SyncGroup
+from .records import (
+    DeleteGroups,
+    DescribeGroups,
+    JoinGroup,
+    OffsetCommit,
+    OffsetFetch,
+    Request,
+    StreamsGroupDescribe,
+    StreamsGroupHeartbeat,
+    SyncGroup,
+)
 from .timers import TimerFailed
 
 log = logging.getLogger(__name__)
 
 # The APIs for which "" is a group id like any other: Kafka's GroupCoordinatorService refuses only a null
-# group id there, "for backwards compatibility" (docs/OFFSETS_AND_LISTING.md 12 row 4).
-_EMPTY_GROUP_ID_ALLOWED = (OffsetCommit, OffsetFetch, DescribeGroups)
+# group id there, "for backwards compatibility" (docs/OFFSETS_AND_LISTING.md 12 row 4; DeleteGroups likewise).
+# The streams APIs check their group ids themselves (PROTOCOL.md section 10).
+_EMPTY_GROUP_ID_ALLOWED = (OffsetCommit, OffsetFetch, DescribeGroups, DeleteGroups, StreamsGroupHeartbeat,
+                           StreamsGroupDescribe)
 
 
 def _precheck(req: Request, config: EngineConfig) -> Error | None:
@@ -97,21 +109,31 @@ def handle_in_group(
             group.drain_into(responses, offset_changes)
         responses.append(error_response(req, now, error))
         return group, responses
-    if group is None:
-        kind = type_for_absent_group(req)
-        absent = kind.absent_group(req, now)
-        if absent is not None:
-            responses.append(absent)
-            return None, responses
-        group = kind.create(req.group_id, now, config)
-    try:
+    replaced = None
+    try:  # the one boundary where an engine bug becomes an answer, never a crash
+        if group is None:
+            kind = type_for_absent_group(req)
+            absent = kind.absent_group(req, now)
+            if absent is not None:
+                responses.append(absent)
+                return None, responses
+            group = kind.create(req.group_id, now, config)
+        elif req.reply.api not in kind.HANDLES:  # a request of another group type's API (PROTOCOL.md 10)
+            kind = type_for_absent_group(req)
+            outcome = kind.from_other_group(group, req, now, config)
+            group.drain_into(responses, offset_changes)
+            if isinstance(outcome, dict):
+                responses.append(outcome)
+                return group, responses
+            replaced, group = group, outcome  # converted: a new group of the request's type replaces it
         kind.handle(group, req, now)  # atomic: if it raises, the group is as it was
-    except Exception:  # the one boundary where an engine bug becomes an answer, never a crash
+    except Exception:
         log.exception("engine error on %s for group %r; the group is left as it was", req.reply.api,
                       req.group_id)
-        group.drain_into(responses, offset_changes)
+        if group is not None:
+            group.drain_into(responses, offset_changes)
         responses.append(error_response(req, now, Error.UNKNOWN_SERVER_ERROR))
-        return group, responses
+        return (group if replaced is None else replaced), responses  # a failed conversion keeps the old group
     group.drain_into(responses, offset_changes)
     return (None if group.removed else group), responses
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from . import classic
+from . import classic, streams
 from .config import EngineConfig
 from .envelope import Response
-from .offsets import OffsetChange
+from .offsets import OffsetChange, OffsetStore
 from .records import Request
 
 
@@ -32,6 +32,11 @@ class Group(Protocol):
     def version(self) -> int: ...  # its snapshot's version (PROTOCOL.md section 4)
     @property
     def removed(self) -> bool: ...  # gone (a tombstone): its last event removed it
+    @property
+    def offsets(self) -> OffsetStore: ...  # its committed offsets, whatever its type (a conversion keeps them)
+
+    def is_empty(self) -> bool:
+        """No members (Kafka's `Group.isEmpty`): a group another type's join may convert."""
 
     def drain_into(self, responses: list[Response], offset_changes: list[OffsetChange]) -> None:
         """Appends the responses its events decided and the committed offsets they set or removed since the last
@@ -44,11 +49,17 @@ class GroupType(Protocol):
 
     NAME: str
     APIS: frozenset[str]  # the APIs whose requests for an absent group it answers (or creates the group for)
+    HANDLES: frozenset[str]  # the APIs `handle` takes for a group of this type (the others: `from_other_group`)
 
     def absent_group(self, request: Any, t: int) -> Response | None:
         """The answer for a group that does not exist, or None: the request creates a group of this type."""
 
     def create(self, group_id: str, t: int, config: EngineConfig) -> Group: ...
+
+    def from_other_group(self, group: Any, request: Any, t: int, config: EngineConfig) -> Response | Group:
+        """A request of one of this type's `APIS` for a group of another type (PROTOCOL.md section 10, group
+        types): its answer (the group unchanged), or a new group of this type replacing it, with its committed
+        offsets, which `handle` then takes the request on."""
 
     def handle(self, group: Any, request: Request, t: int) -> None:
         """A request's event at `t` (>= the group's clock, after `fire_due(group, t, before_request=True)`)."""
@@ -72,7 +83,7 @@ class GroupType(Protocol):
     def decode(self, data: Mapping[str, Any], config: EngineConfig) -> Group: ...
 
 
-GROUP_TYPES: dict[str, GroupType] = {classic.NAME: classic}
+GROUP_TYPES: dict[str, GroupType] = {classic.NAME: classic, streams.NAME: streams}
 # A group that does not exist: the type that answers a request of each API.
 _BY_API: dict[str, GroupType] = {api: kind for kind in GROUP_TYPES.values() for api in kind.APIS}
 

@@ -15,9 +15,19 @@ from .errors import Error
 GROUP_TYPE = "classic"
 STREAMS = "streams"  # a streams group's snapshot says so (PROTOCOL.md section 10); a classic one has no group_type
 DEAD = "Dead"
-# No authorizer: every operation Kafka 4.x supports on a group is allowed (READ 3, DELETE 6, DESCRIBE 8,
-# DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11), as KafkaApis reports it, one bit per operation code.
-ALL_GROUP_OPERATIONS = sum(1 << code for code in (3, 6, 8, 10, 11))
+# The operations Kafka 4.x supports on a group (AclEntry.supportedOperations(GROUP)) by their AclOperation codes:
+# DescribeGroups' `authorized_operations` has one bit per allowed operation's code (Utils.to32BitField).
+GROUP_OPERATION_CODES = {"READ": 3, "DELETE": 6, "DESCRIBE": 8, "DESCRIBE_CONFIGS": 10, "ALTER_CONFIGS": 11}
+
+
+def authorized_operations(allowed: Iterable[str]) -> int:
+    """The `authorized_operations` bit field of the group operations named in `allowed`."""
+    return sum(1 << GROUP_OPERATION_CODES[operation] for operation in set(allowed))
+
+
+# No authorizer: every operation is allowed, as KafkaApis reports it (the gateway's authorization unit puts in what
+# the asking principal may do).
+ALL_GROUP_OPERATIONS = authorized_operations(GROUP_OPERATION_CODES)
 # DescribeGroupsResponse's default: "authorized operations not requested".
 OPERATIONS_NOT_REQUESTED = -(2**31)
 

@@ -12,7 +12,7 @@ from .responses import commit_body, error_response_body
 def error_response(req: Request, t: int, error: Error) -> Response:
     member_id = req.member_id if isinstance(req, JoinGroup) and error is not Error.UNKNOWN_SERVER_ERROR else ""
     return response_envelope(req.reply, req.group_id, t,
-                             error_response_body(req.reply.api, req.reply.version, error, member_id))
+                             error_response_body(req.reply.api, req.reply.version, error, member_id, req.group_id))
 
 
 def names_no_partition(req: OffsetCommit) -> bool:

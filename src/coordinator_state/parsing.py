@@ -27,6 +27,7 @@ from .envelope import (
     CORRELATION_ID,
     GROUP_ID,
     GROUPS,
+    GROUPS_NAMES,
     INT32_MAX,
     INT32_MIN,
     INT64_MAX,
@@ -36,6 +37,7 @@ from .envelope import (
     SUPPORTED_VERSIONS,
     TICK,
     TIMESTAMP_MS,
+    TOPIC_METADATA,
     VERSION,
     Api,
     answer_list_groups,
@@ -59,6 +61,7 @@ from .fields import type_name as _type_name
 from .records import (
     CommitPartition,
     CommitTopic,
+    DeleteGroups,
     DescribeGroups,
     FetchTopic,
     Heartbeat,
@@ -68,6 +71,7 @@ from .records import (
     LeaveGroup,
     ListGroups,
     OffsetCommit,
+    OffsetDelete,
     OffsetFetch,
     Parsed,
     Protocol,
@@ -77,6 +81,7 @@ from .records import (
     Tick,
     new_record,
 )
+from .streams.parsing import parse_streams_describe, parse_streams_heartbeat
 
 
 def _body_string(body: dict[str, Any], key: str) -> str:
@@ -209,8 +214,10 @@ def _parse_envelope(obj: dict[str, Any], record_ts: int | None, max_skew: int | 
     body = obj.get(BODY)
     if type(body) is not dict:
         body = _object(_required(obj, BODY, "envelope"), "body")
-    parsed: Request | ListGroups = _PARSERS[api](new_record(Reply, (api, version, correlation_id, client_id, reply_to)),
-                                                 timestamp, client_host, body)
+    reply = new_record(Reply, (api, version, correlation_id, client_id, reply_to))
+    if api == Api.STREAMS_GROUP_HEARTBEAT:  # the one body that reads an envelope field: its topic metadata
+        return parse_streams_heartbeat(reply, timestamp, client_host, body, obj.get(TOPIC_METADATA))
+    parsed: Request | ListGroups = _PARSERS[api](reply, timestamp, client_host, body)
     return parsed
 
 
@@ -417,11 +424,12 @@ def _fetch_topics(value: Any, where: str, nullable: bool) -> tuple[FetchTopic, .
     return tuple(topics)
 
 
-def _one_group(body: dict[str, Any]) -> Any:
-    """The one entry of `groups`: this coordinator routes by group, so an envelope names one (PROTOCOL.md 8)."""
-    groups = _list(_required(body, GROUPS, "body"), "body.groups")
+def _one_group(body: dict[str, Any], key: str = GROUPS) -> Any:
+    """The one entry of `groups` (`groups_names`): this coordinator routes by group, so an envelope names one
+    (PROTOCOL.md 8 and 11)."""
+    groups = _list(_required(body, key, "body"), f"body.{key}")
     if len(groups) != 1:
-        raise _Bad(f"body.groups: exactly one group per envelope, got {len(groups)} (send one envelope per group)")
+        raise _Bad(f"body.{key}: exactly one group per envelope, got {len(groups)} (send one envelope per group)")
     return groups[0]
 
 
@@ -434,18 +442,38 @@ def _parse_offset_fetch(reply: Reply, timestamp: int, client_host: str, body: di
         return OffsetFetch(reply, timestamp, _body_string(body, GROUP_ID),
                            _fetch_topics(topics_value, "body.topics", nullable=v >= 2))
     group = _object(_one_group(body), "body.groups[0]")
+    member_id, member_epoch = None, -1
     if v >= 9:
-        _nullable_string(group.get("member_id"), "body.groups[0].member_id")
-        _int32(group.get("member_epoch", -1), "body.groups[0].member_epoch")
+        member_id = _nullable_string(group.get("member_id"), "body.groups[0].member_id")
+        member_epoch = _int32(group.get("member_epoch", -1), "body.groups[0].member_epoch")
     return OffsetFetch(reply, timestamp,
                        _string(_required(group, GROUP_ID, "body.groups[0]"), "body.groups[0].group_id"),
-                       _fetch_topics(group.get("topics"), "body.groups[0].topics", nullable=True))
+                       _fetch_topics(group.get("topics"), "body.groups[0].topics", nullable=True),
+                       member_id, member_epoch)
 
 
 def _parse_describe(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> DescribeGroups:
     include = (_boolean(body.get("include_authorized_operations", False), "body.include_authorized_operations")
                if reply.version >= 3 else False)
     return DescribeGroups(reply, timestamp, _string(_one_group(body), "body.groups[0]"), include)
+
+
+def _parse_delete_groups(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> DeleteGroups:
+    return DeleteGroups(reply, timestamp, _string(_one_group(body, GROUPS_NAMES), f"body.{GROUPS_NAMES}[0]"))
+
+
+def _parse_offset_delete(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> OffsetDelete:
+    topics = []
+    for i, item in enumerate(_list(_required(body, "topics", "body"), "body.topics")):
+        where = f"body.topics[{i}]"
+        topic = _object(item, where)
+        partitions = _list(_required(topic, "partitions", where), f"{where}.partitions")
+        indexes = []
+        for k, part in enumerate(partitions):
+            at = f"{where}.partitions[{k}]"
+            indexes.append(_int32(_required(_object(part, at), "partition_index", at), f"{at}.partition_index"))
+        topics.append(FetchTopic(_string(_required(topic, "name", where), f"{where}.name"), tuple(indexes)))
+    return OffsetDelete(reply, timestamp, _body_string(body, GROUP_ID), tuple(topics))
 
 
 def _parse_list(reply: Reply, timestamp: int, client_host: str, body: dict[str, Any]) -> ListGroups:
@@ -466,4 +494,7 @@ _PARSERS: dict[str, Any] = {
     Api.OFFSET_FETCH: _parse_offset_fetch,
     Api.DESCRIBE_GROUPS: _parse_describe,
     Api.LIST_GROUPS: _parse_list,
+    Api.DELETE_GROUPS: _parse_delete_groups,
+    Api.OFFSET_DELETE: _parse_offset_delete,
+    Api.STREAMS_GROUP_DESCRIBE: parse_streams_describe,
 }

@@ -11,7 +11,8 @@ from typing import Any
 
 from .envelope import Api, Response, response_envelope
 from .errors import Error
-from .records import Invalid
+from .offsets import NO_LEADER_EPOCH, NO_METADATA, NO_OFFSET, CommittedOffset, OffsetStore
+from .records import Invalid, OffsetCommit, OffsetFetch
 
 EMPTY_BYTES = ""
 # Each error's (code, name), looked up once: Enum's `name` is a Python-level property, and every
@@ -103,14 +104,89 @@ def commit_body(version: int, error: Error, topics: PartitionResults) -> dict[st
     return body
 
 
-def error_response_body(api: str, version: int, error: Error, member_id: str = "") -> dict[str, Any]:
-    """The default body of `api` at `version` carrying `error` (SEMANTICS.md 9.1)."""
+def commit_refused(req: OffsetCommit, t: int, error: Error) -> Response:
+    """Every partition of the request answered with the whole-request error (OffsetCommitRequest.getErrorResponse)."""
+    topics = [(topic.name, [(p.partition_index, error) for p in topic.partitions]) for topic in req.topics]
+    return response_envelope(req.reply, req.group_id, t, commit_body(req.reply.version, error, topics))
+
+
+_FETCHED = {"error_code": int(Error.NONE), "error": Error.NONE.name}
+
+
+def _partition(version: int, index: int, value: CommittedOffset | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"partition_index": index}
+    if value is None:
+        entry["committed_offset"] = NO_OFFSET
+        epoch, metadata = NO_LEADER_EPOCH, NO_METADATA
+    else:
+        entry["committed_offset"] = value.offset
+        epoch, metadata = value.leader_epoch, value.metadata
+    if version >= 5:
+        entry["committed_leader_epoch"] = epoch
+    entry["metadata"] = metadata
+    entry.update(_FETCHED)
+    return entry
+
+
+def fetch_body(req: OffsetFetch, offsets: OffsetStore | None, error: Error = Error.NONE) -> dict[str, Any]:
+    """OffsetFetch's body for `req` from the group's offsets (None: the group does not exist), or its group's
+    `error` (v8+: in the group's entry, with no topics; OffsetFetchResponse's group-level error)."""
+    version = req.reply.version
+    topics: list[dict[str, Any]] = []
+    if req.topics is not None:
+        for topic in req.topics:
+            topics.append({"name": topic.name, "partitions": [
+                _partition(version, p, None if offsets is None else offsets.get(topic.name, p))
+                for p in topic.partition_indexes]})
+    elif offsets is not None:
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for name, partition, value in offsets.items():
+            by_topic.setdefault(name, []).append(_partition(version, partition, value))
+        topics = [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]
+    body: dict[str, Any] = dict(_FETCHED) if version >= 8 else error_body(error)
+    if version >= 3:
+        body["throttle_time_ms"] = 0
+    if version >= 8:
+        body["groups"] = [{"group_id": req.group_id, "topics": topics if error is Error.NONE else [],
+                           **error_body(error)}]
+    else:
+        body["topics"] = topics
+    return body
+
+
+def delete_groups_body(group_id: str, error: Error) -> dict[str, Any]:
+    """DeleteGroups' body for its one group (PROTOCOL.md 11): the group's error in its `results` entry; the top
+    level says NONE (Kafka's answer has no top-level error)."""
+    return {"error_code": 0, "error": Error.NONE.name, "throttle_time_ms": 0,
+            "results": [{"group_id": group_id, **error_body(error)}]}
+
+
+def offset_delete_body(error: Error, topics: PartitionResults = ()) -> dict[str, Any]:
+    """OffsetDelete's body: the whole-request error at the top (then no topics), else one entry per request topic
+    and partition."""
+    body = error_body(error)
+    body["throttle_time_ms"] = 0
+    body["topics"] = [
+        {"name": name, "partitions": [{"partition_index": p, **error_body(e)} for p, e in partitions]}
+        for name, partitions in topics
+    ]
+    return body
+
+
+def error_response_body(api: str, version: int, error: Error, member_id: str = "",
+                        group_id: str = "") -> dict[str, Any]:
+    """The default body of `api` at `version` carrying `error` (SEMANTICS.md 9.1); DeleteGroups carries it in its
+    group's entry."""
     if api == Api.JOIN_GROUP:
         return join_body(version, error, member_id=member_id)
     if api == Api.SYNC_GROUP:
         return sync_body(version, error)
     if api == Api.LEAVE_GROUP:
         return leave_body(version, error)
+    if api == Api.DELETE_GROUPS:
+        return delete_groups_body(group_id, error)
+    if api == Api.OFFSET_DELETE:
+        return offset_delete_body(error)
     return error_body(error)
 
 

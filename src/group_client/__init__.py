@@ -1,10 +1,12 @@
-"""A Kafka consumer-group client (the classic protocol, KIP-345 static membership), sans I/O.
+"""A Kafka consumer-group client (the classic protocol, KIP-345 static membership) and a Kafka Streams
+member (streams groups, KIP-1071, with static membership), sans I/O.
 
 `GroupMember` is one consumer process: drive it with `poll(now_ms)` / `on_response(envelope)` over any
 `Transport` (`realtime.run_member` is the real-time loop); `kafka_transport.KafkaTransport` carries the
 envelopes over the coordinator's topics. The leader assigns with the `assignors` and the consumer
 protocol's encodings (`coordinator_state.consumer_protocol`, shared with the coordinator, which reads
-its members' subscriptions).
+its members' subscriptions). `StreamsMember` (`streams_member`) is one Kafka Streams application instance,
+driven the same way over the same transports.
 
 May import kafka-python and the engine's wire vocabulary (coordinator_state, never its coordinator); never
 Spark, the job, the gateway, the chaos harness, the lab or the CLI: the chaos harness is built on it, never
@@ -24,6 +26,7 @@ from coordinator_state.consumer_protocol import (
 from .assignors import ASSIGNORS, MemberSubscription, range_assign, round_robin_assign
 from .member import GroupMember, MemberConfig, MemberState, new_reply_to
 from .realtime import run_member, wall_clock_ms
+from .streams_member import StreamsMember, StreamsMemberConfig, StreamsMemberState, Subtopology, Tasks
 from .transport import Transport
 
 __all__ = [
@@ -34,7 +37,12 @@ __all__ = [
     "MemberState",
     "MemberSubscription",
     "ProtocolError",
+    "StreamsMember",
+    "StreamsMemberConfig",
+    "StreamsMemberState",
     "Subscription",
+    "Subtopology",
+    "Tasks",
     "Transport",
     "decode_assignment",
     "decode_subscription",

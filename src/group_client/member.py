@@ -29,7 +29,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from coordinator_state.consumer_protocol import (
     PROTOCOL_TYPE,
@@ -186,6 +186,30 @@ class MemberStats:
     timeouts: int = 0
 
 
+class _Sent(Protocol):
+    api: str
+
+
+_Entry = TypeVar("_Entry", bound=_Sent)
+
+
+def take_answer(envelope: Mapping[str, Any], reply_to: str, in_flight: dict[int, _Entry],
+                stats: MemberStats) -> tuple[_Entry, Mapping[str, Any], str] | None:
+    """The request in flight that `envelope` answers (no longer in flight), the answer's body and error name
+    (counted); None, counted as dropped, for anything else: a late answer to a request given up on, a
+    duplicate delivered by the at-least-once sink, another process's answer."""
+    key = response_key(envelope)
+    entry = in_flight.get(key[1]) if key is not None and key[0] == reply_to else None
+    if key is None or entry is None or envelope.get(API) != entry.api:
+        stats.dropped += 1
+        return None
+    del in_flight[key[1]]
+    body = envelope.get(BODY) or {}
+    error = str(body.get("error", "UNKNOWN_SERVER_ERROR"))
+    stats.errors[error] = stats.errors.get(error, 0) + 1
+    return entry, body, error
+
+
 class GroupMember:
     """One consumer process in a group (one incarnation: a restart is a new `GroupMember`)."""
 
@@ -301,15 +325,10 @@ class GroupMember:
 
     def on_response(self, envelope: Mapping[str, Any]) -> None:
         """Takes one response envelope; anything not answering a request in flight is dropped."""
-        key = response_key(envelope)
-        entry = self._in_flight.get(key[1]) if key is not None and key[0] == self.reply_to else None
-        if key is None or entry is None or envelope.get(API) != entry.api:
-            self.stats.dropped += 1
+        answer = take_answer(envelope, self.reply_to, self._in_flight, self.stats)
+        if answer is None:
             return
-        del self._in_flight[key[1]]
-        body = envelope.get(BODY) or {}
-        error = str(body.get("error", "UNKNOWN_SERVER_ERROR"))
-        self.stats.errors[error] = self.stats.errors.get(error, 0) + 1
+        entry, body, error = answer
         if entry.api == "LeaveGroup":
             entries = body.get("members") or [{}]
             self.leave_result = str(entries[0].get("error", error)) if error == "NONE" else error

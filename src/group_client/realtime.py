@@ -1,4 +1,4 @@
-"""Driving a `GroupMember` in real time over a `Transport`: the loop an application thread runs."""
+"""Driving a `GroupMember` or a `StreamsMember` in real time over a `Transport`: the loop an application thread runs."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 
 from .member import GroupMember
+from .streams_member import StreamsMember
 from .transport import Transport
 
 
@@ -15,7 +16,7 @@ def wall_clock_ms() -> int:
 
 
 def run_member(
-    member: GroupMember,
+    member: GroupMember | StreamsMember,
     transport: Transport,
     *,
     clock: Callable[[], int] = wall_clock_ms,

@@ -3,7 +3,7 @@
 `gateway.Gateway` is the protocol core, sans I/O (frames, the kafka-python 3.x codec, envelopes for the group
 APIs, per-connection order); `server` and `runner` are the asyncio shell, `coordinators` what answers the
 envelopes (the in-process `LocalCoordinator`, or the job's request and response topics), `cli` the
-`coordinator gateway` command.
+`coordinator gateway` command, `metrics` its Prometheus series.
 
 Protocol facts every part respects (Kafka's `SocketServer`, Kroxylicious's filter API):
 - a client pipelines requests on a connection and reads the answers in the order it sent them; the
@@ -30,6 +30,7 @@ Order on a port: the listener's units (TLS is the listener's socket; SASL authen
 authorization, plug in here through `runner.ListenerOptions.units`), then `port_mapping.PortMapping`; what
 passes them all is routed by the core. Adding a unit touches neither the core nor port mapping.
 
-May import the engine (coordinator_state) and kafka-python; never the job (coordinator_job), the client
-library, the chaos harness, the lab (coordinator_lab) or the CLI.
+May import the engine (coordinator_state), kafka-python and what the metrics share (coordinator_metrics; in
+`metrics`, prometheus_client); never the job (coordinator_job), the client library, the chaos harness, the lab
+(coordinator_lab) or the CLI.
 """

@@ -3,7 +3,7 @@
 The message classes come from kafka-python 3.x's `kafka.protocol`, which builds every request and
 response version from Kafka's JSON message specs; this module only indexes them by API key.
 
-- GROUP_APIS (PROTOCOL.md sections 2 and 8) become envelopes for the coordinator, at the contract's
+- GROUP_APIS (PROTOCOL.md sections 2, 8 and 11) become envelopes for the coordinator, at the contract's
   versions, whatever port they come in on: they never go upstream;
 - PROXIED_APIS go to the upstream node of the connection's port; those whose answers carry broker
   addresses (Metadata, DescribeCluster, a transactional FindCoordinator) come back rewritten by the
@@ -11,7 +11,7 @@ response version from Kafka's JSON message specs; this module only indexes them 
 - the units of a connection's chain answer some APIs themselves (ApiVersions, a group's FindCoordinator,
   and what the security units add);
 - anything else (KIP-848, share and streams groups, the group-coordinator APIs this coordinator does
-  not implement such as DeleteGroups or TxnOffsetCommit, broker-to-broker APIs) is not advertised, and a
+  not implement such as TxnOffsetCommit, broker-to-broker APIs) is not advertised, and a
   request for it closes the connection, as a Kafka broker closes a connection that sends an API it does
   not serve.
 """
@@ -35,7 +35,7 @@ from kafka.protocol.sasl import (
 
 from coordinator_state import SUPPORTED_VERSIONS
 
-# The coordinator's APIs at the versions the contract supports (PROTOCOL.md 2 and 8): the engine's own table,
+# The coordinator's APIs at the versions the contract supports (PROTOCOL.md 2, 8 and 11): the engine's own table,
 # whose API names are Kafka's.
 GROUP_APIS: Final[dict[ApiKey, tuple[int, int]]] = {
     ApiKey[api]: versions for api, versions in SUPPORTED_VERSIONS.items()}
@@ -69,6 +69,8 @@ MESSAGE_CLASSES: Final[dict[ApiKey, tuple[Any, Any]]] = {
     ApiKey.OffsetFetch: (consumer_group.OffsetFetchRequest, consumer_group.OffsetFetchResponse),
     ApiKey.DescribeGroups: (groups.DescribeGroupsRequest, groups.DescribeGroupsResponse),
     ApiKey.ListGroups: (groups.ListGroupsRequest, groups.ListGroupsResponse),
+    ApiKey.DeleteGroups: (groups.DeleteGroupsRequest, groups.DeleteGroupsResponse),
+    ApiKey.OffsetDelete: (consumer_group.OffsetDeleteRequest, consumer_group.OffsetDeleteResponse),
     # Read by the security units: the SASL login, and the APIs authorized per topic.
     ApiKey.SaslHandshake: (SaslHandshakeRequest, SaslHandshakeResponse),
     ApiKey.SaslAuthenticate: (SaslAuthenticateRequest, SaslAuthenticateResponse),

@@ -69,6 +69,11 @@ class Request:
     def version(self) -> int:
         return self.header.api_version
 
+    @property
+    def decoded(self) -> bool:
+        """Whether the body is decoded already."""
+        return self._body is not None
+
     def body(self) -> dict[str, Any]:
         """The decoded body (MalformedFrame when it does not decode); do not change it, use `with_body`."""
         if self._body is None:

@@ -19,6 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from coordinator_metrics import LISTEN_KEY as METRICS_KEY
+from coordinator_metrics import metrics_address
+
 from . import listeners as listener_keys
 from .gateway import Limits
 from .properties import read_properties, setting
@@ -27,8 +30,8 @@ from .security import settings as security_keys
 from .security.units import gateway_security
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
-# Keys read elsewhere (the metrics endpoint); known here so that --config accepts them.
-OTHER_KEYS = ("coordinator.metrics.listen",)
+# Keys read here rather than by the listeners or security settings.
+OTHER_KEYS = (METRICS_KEY,)
 
 DEFAULT_LIMITS = Limits()
 
@@ -69,6 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "coordinator.trigger.interval.ms")
     parser.add_argument("--max-frame-bytes", type=int, default=DEFAULT_LIMITS.max_frame_bytes, metavar="N",
                         help="largest request accepted (Kafka's socket.request.max.bytes); default %(default)s")
+    parser.add_argument("--metrics-listen", metavar="HOST:PORT",
+                        help=f"serve Prometheus metrics at http://HOST:PORT/metrics (port 0: any free port), as "
+                             f"{METRICS_KEY} in --config; default: none")
     parser.add_argument("--status-interval", type=float, default=10.0, metavar="SECONDS",
                         help="seconds between status lines (0: none); default %(default)s")
 
@@ -86,7 +92,8 @@ def options_from(args: argparse.Namespace, settings: Mapping[str, Any]) -> Gatew
     return GatewayOptions(listen=host_port(args.listen or DEFAULT_LISTEN), upstream=host_port(args.bootstrap_servers),
                           engine=args.engine, advertised_host=args.advertise, limits=limits,
                           settings={**settings, "bootstrap.servers": args.bootstrap_servers},
-                          status_interval_s=args.status_interval)
+                          status_interval_s=args.status_interval,
+                          metrics_listen=None if args.metrics_listen is None else metrics_address(args.metrics_listen))
 
 
 def _check_keys(properties: Mapping[str, str]) -> None:
@@ -115,6 +122,7 @@ def _configured_options(args: argparse.Namespace, settings: Mapping[str, Any], l
     def lookup(key: str) -> str | None:
         return setting(properties, os.environ, key)
 
+    metrics_listen = args.metrics_listen or lookup(METRICS_KEY)
     ports = listener_keys.port_settings(lookup)
     security = gateway_security(lookup, [listener.name for listener in ports.listeners])
     listeners = [ListenerOptions((listener.host, listener.port), listener.name, listener.advertised_host,
@@ -127,7 +135,8 @@ def _configured_options(args: argparse.Namespace, settings: Mapping[str, Any], l
                           limits=limits, settings={**settings, "bootstrap.servers": bootstrap},
                           status_interval_s=args.status_interval, broker_id_lowest=ports.broker_id_lowest,
                           broker_ports=ports.broker_ports, listeners=listeners,
-                          upstream_security=security.upstream, security=security.security)
+                          upstream_security=security.upstream, security=security.security,
+                          metrics_listen=metrics_address(metrics_listen) if metrics_listen else None)
 
 
 def run(args: argparse.Namespace, settings: Mapping[str, Any] | None = None) -> int:

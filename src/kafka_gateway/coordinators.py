@@ -31,8 +31,10 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError
 from kafka.partitioner.default import murmur2
 
+from coordinator_metrics import census_entry
 from coordinator_state import Invalid, ListGroups, LocalCoordinator, invalid_response, parse_request, to_json
 from coordinator_state.envelope import API, Api, answer_list_groups, response_partition, routing_group_id
+from coordinator_state.group_types import snapshot_of
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +52,10 @@ class Coordinator(Protocol):
     async def stop(self) -> None: ...
 
     def status(self) -> str: ...
+
+    def group_states(self) -> Mapping[str, tuple[str, int]]:
+        """Every group's (state, generation), for the metrics (called from another thread)."""
+        ...
 
 
 T = TypeVar("T")
@@ -94,6 +100,8 @@ class LocalEngine:
     gateway answers COORDINATOR_NOT_AVAILABLE at its bound, as when the job's request topic cannot be written.
     A call running longer than `slow_call_s` is logged."""
 
+    INSPECT_TIMEOUT_S = 10.0  # a look at the groups waits at most this for the engine's current call
+
     def __init__(self, config: Mapping[str, Any], clock_ms: Clock, tick_ms: int = 100,
                  max_queued_calls: int = 10_000, slow_call_s: float = 5.0) -> None:
         self.engine = LocalCoordinator(config)
@@ -131,6 +139,13 @@ class LocalEngine:
         """Runs `function(engine)` between the engine's calls (from any thread): a consistent look at its state."""
         assert self._worker is not None, "the engine is not started"
         return self._worker.call(lambda: function(self.engine))
+
+    def group_states(self) -> Mapping[str, tuple[str, int]]:
+        def states(engine: LocalCoordinator) -> dict[str, tuple[str, int]]:
+            return {group_id: entry for group_id, group in engine.groups.items()
+                    if (entry := census_entry(snapshot_of(group))) is not None}
+
+        return self.inspect(states).result(self.INSPECT_TIMEOUT_S)
 
     def _call(self, function: Callable[[], list[dict[str, Any]]], on_done: Callable[[], None] | None = None) -> None:
         assert self._worker is not None and self._loop is not None, "the engine is not started"
@@ -336,6 +351,10 @@ class TopicEngine:
                 log.warning("unreadable snapshot at %s:%s:%s", record.topic, record.partition, record.offset)
         if updates and self._loop is not None:
             self._loop.call_soon_threadsafe(self._apply_snapshots, updates)
+
+    def group_states(self) -> Mapping[str, tuple[str, int]]:
+        snapshots = list(self.snapshots.items())  # one step: the loop updates them meanwhile
+        return {group_id: entry for group_id, snapshot in snapshots if (entry := census_entry(snapshot)) is not None}
 
     def _apply_snapshots(self, updates: dict[str, dict[str, Any] | None]) -> None:
         for group_id, snapshot in updates.items():

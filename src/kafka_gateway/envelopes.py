@@ -1,11 +1,12 @@
-"""The eight group APIs between Kafka's wire structs and the coordinator's envelopes (PROTOCOL.md 2, 3, 8).
+"""The group APIs between Kafka's wire structs and the coordinator's envelopes (PROTOCOL.md 2, 3, 8, 11).
 
 A request body is the decoded request in the envelope's naming (`codec.message_to_body`). Most requests
-become one envelope. OffsetFetch v8+ and DescribeGroups may name several groups, while an envelope holds
-exactly one (section 8): `split_request` makes one body per group, and `merge_answers` puts the answers
-back together in the request's order. A part the coordinator did not answer in time, or answered with a
-bare error (an invalid request has only `error_code`), is answered with that error where the API carries
-its errors (per group, per partition), so the client sees the error instead of an empty success.
+become one envelope. OffsetFetch v8+, DescribeGroups and DeleteGroups may name several groups, while an envelope
+holds exactly one (sections 8 and 11): `split_request` makes one body per group (DeleteGroups' duplicate group ids
+once, as `KafkaApis` takes them), and `merge_answers` puts the answers back together in the request's order. A part
+the coordinator did not answer in time, or answered with a bare error (an invalid request has only `error_code`),
+is answered with that error where the API carries its errors (per group, per partition), so the client sees the
+error instead of an empty success.
 """
 
 from __future__ import annotations
@@ -15,24 +16,39 @@ from typing import Any, Final
 
 from kafka.protocol.api_key import ApiKey
 
-from coordinator_state.envelope import Error
+from coordinator_state.envelope import GROUPS, GROUPS_NAMES, Error
 
 from .apis import GROUP_APIS
 
 COORDINATOR_NOT_AVAILABLE: Final = int(Error.COORDINATOR_NOT_AVAILABLE)
 API_NAMES: Final[dict[ApiKey, str]] = {api_key: api_key.name for api_key in GROUP_APIS}
+# The requests split by group: the request's list of groups, and the answer's list of per-group entries.
+_SPLIT_FIELDS: Final[dict[ApiKey, tuple[str, str]]] = {
+    ApiKey.DescribeGroups: (GROUPS, GROUPS),
+    ApiKey.DeleteGroups: (GROUPS_NAMES, "results"),
+    ApiKey.OffsetFetch: (GROUPS, GROUPS),  # v8+
+}
 
 
 def is_split_by_group(api_key: ApiKey, version: int) -> bool:
-    """True for the requests that may name several groups: DescribeGroups, OffsetFetch v8+."""
-    return api_key == ApiKey.DescribeGroups or (api_key == ApiKey.OffsetFetch and version >= 8)
+    """True for the requests that may name several groups: DescribeGroups, DeleteGroups, OffsetFetch v8+."""
+    return api_key in _SPLIT_FIELDS and (api_key != ApiKey.OffsetFetch or version >= 8)
+
+
+def answer_list(api_key: ApiKey) -> str:
+    """The field of a request split by group's answer that holds its per-group entries."""
+    return _SPLIT_FIELDS[api_key][1]
 
 
 def split_request(api_key: ApiKey, version: int, body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One envelope body per group the request names (none for a DescribeGroups of no group)."""
+    """One envelope body per group the request names (none for a request of no group)."""
     if not is_split_by_group(api_key, version):
         return [dict(body)]
-    return [{**body, "groups": [group]} for group in body.get("groups") or []]
+    field = _SPLIT_FIELDS[api_key][0]
+    groups = body.get(field) or []
+    if api_key == ApiKey.DeleteGroups:
+        groups = list(dict.fromkeys(groups))
+    return [{**body, field: [group]} for group in groups]
 
 
 def merge_answers(
@@ -47,18 +63,19 @@ def merge_answers(
         if answer is None:
             return error_answer(api_key, version, part, COORDINATOR_NOT_AVAILABLE)
         return _complete(api_key, version, part, answer)
-    groups: list[Any] = []
+    entries: list[Any] = []
     for part, answer in zip(parts, answers, strict=True):
-        groups += group_entries(api_key, version, part, answer)
-    return {"groups": groups}
+        entries += group_entries(api_key, version, part, answer)
+    return {answer_list(api_key): entries}
 
 
 def group_entries(api_key: ApiKey, version: int, part: Mapping[str, Any], answer: Mapping[str, Any] | None) -> Any:
-    """A part's share of the `groups` of a request split by group: its answer's, or, when the answer is a bare
-    error or never came, that error (COORDINATOR_NOT_AVAILABLE) for its group."""
+    """A part's share of the per-group entries of a request split by group: its answer's, or, when the answer is a
+    bare error or never came, that error (COORDINATOR_NOT_AVAILABLE) for its group."""
+    field = answer_list(api_key)
     if answer is None:
-        return error_answer(api_key, version, part, COORDINATOR_NOT_AVAILABLE)["groups"]
-    return _complete(api_key, version, part, answer)["groups"]
+        return error_answer(api_key, version, part, COORDINATOR_NOT_AVAILABLE)[field]
+    return _complete(api_key, version, part, answer)[field]
 
 
 def _complete(api_key: ApiKey, version: int, part: Mapping[str, Any], answer: Mapping[str, Any]) -> dict[str, Any]:
@@ -76,8 +93,8 @@ def _error_carrier(api_key: ApiKey, version: int) -> str | None:
         return "topics"
     if api_key == ApiKey.OffsetFetch:
         return "groups" if version >= 8 else "topics"
-    if api_key == ApiKey.DescribeGroups:
-        return "groups"
+    if api_key in (ApiKey.DescribeGroups, ApiKey.DeleteGroups):
+        return answer_list(api_key)
     return None
 
 
@@ -102,4 +119,7 @@ def error_answer(api_key: ApiKey, version: int, part: Mapping[str, Any], error_c
         return {"error_code": error_code, "topics": topics}
     if api_key == ApiKey.DescribeGroups:
         return {"groups": [{"group_id": group_id, "error_code": error_code} for group_id in part.get("groups") or []]}
+    if api_key == ApiKey.DeleteGroups:
+        return {"results": [{"group_id": group_id, "error_code": error_code}
+                            for group_id in part.get(GROUPS_NAMES) or []]}
     return {"error_code": error_code}

@@ -6,7 +6,8 @@ time passed) and carries out the actions it gets back: bytes to a client, bytes 
 connection that belongs to a client connection, an envelope to the coordinator, a connection to close.
 
 Per client connection, as a Kafka broker does:
-- frames are size-checked as they arrive, then decoded one at a time: header, then body;
+- frames are size-checked as they arrive, then decoded one at a time: header, then body (a large body on a
+  worker thread of the shell's, `Decode`, while the connection waits);
 - each request goes through the connection's chain of units (`chain.py`: port mapping, and what a
   listener adds, such as authentication); what passes them is routed: a group API to the coordinator,
   any other to the upstream node of the connection's port;
@@ -32,11 +33,14 @@ group's answer encoded as it comes unless a unit rewrites the answer, so neither
 step of the event loop grows with the request, and what it holds is about the size of its answer on the wire.
 A request not answered within its bound is answered COORDINATOR_NOT_AVAILABLE (for every group not answered
 yet), and an answer that comes after that, or after its connection closed, is dropped and counted.
+Every response is reported to `on_response` as it leaves (the metrics): its API, its answer's error code and
+when its request's frame was read.
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 import logging
 import struct
 from collections import Counter, deque
@@ -62,7 +66,7 @@ from .codec import (
     message_to_body,
     peek_header,
 )
-from .envelopes import API_NAMES, group_entries, is_split_by_group, merge_answers, split_request
+from .envelopes import API_NAMES, answer_list, group_entries, is_split_by_group, merge_answers, split_request
 from .errors import GatewayError, MalformedFrame, UnencodableAnswer, UnsupportedRequest, UpstreamError
 from .frames import DEFAULT_MAX_FRAME_BYTES, SIZE_BYTES, FrameSplitter, frame
 
@@ -113,7 +117,25 @@ class ResumeReading:
     connection: int
 
 
-Action = ToClient | ToUpstream | ToCoordinator | CloseClient | ResumeReading
+@dataclass(frozen=True, slots=True)
+class Decode:
+    """Decode this request's body off the event loop (`decode_off_loop`), then hand it back with `decoded`: a
+    frame this large would hold every other connection up while it is decoded."""
+
+    connection: int
+    request: Request
+
+
+def decode_off_loop(request: Request) -> Request | GatewayError:
+    """What a worker thread does with a `Decode`: the request with its body decoded, or why it does not decode."""
+    try:
+        request.body()
+    except GatewayError as exc:
+        return exc
+    return request
+
+
+Action = ToClient | ToUpstream | ToCoordinator | CloseClient | ResumeReading | Decode
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +151,32 @@ class Answered:
 
 
 AnswerObserver = Callable[[Answered], None]
+# Told of every response as it leaves for its client: the listener, the API, the answer's error code
+# (`answer_error_code`; `unknown` for a proxied answer passed on undecoded) and when its request's frame was read (ms).
+ResponseObserver = Callable[[str, str, str, int], None]
+UNDECODED = "unknown"
+
+
+def answer_error_code(body: Mapping[str, Any]) -> str:
+    """An answer's error code as its metrics count it: the top-level code when not 0, else its first non-zero item
+    code (a partition's, a group's, a member's...), else `0`."""
+    top = body.get("error_code")
+    if isinstance(top, int) and top != 0:
+        return str(top)
+    return str(next(_item_errors(body), 0))
+
+
+def _item_errors(value: Any) -> Iterator[int]:
+    if isinstance(value, Mapping):
+        code = value.get("error_code")
+        if isinstance(code, int) and code != 0:
+            yield code
+        for item in value.values():
+            if isinstance(item, list | Mapping):
+                yield from _item_errors(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _item_errors(item)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +198,9 @@ class Limits:
     coordinator_timeout_ms: int = 25_000
     join_grace_ms: int = 2_000
     initial_rebalance_delay_ms: int = 3_000  # the coordinator's group.initial.rebalance.delay.ms
+    # A request frame this large is decoded off the event loop: kafka.protocol reads a frame of many small fields
+    # at 1-2 MB/s, so a 1 MiB one holds the loop for a good part of a second (coordinator_lab.large_frame).
+    decode_off_loop_bytes: int = 1 << 20
 
     def __post_init__(self) -> None:
         if self.max_frame_bytes < 1 or self.max_in_flight_requests < 1 or self.max_envelopes_in_flight < 1:
@@ -166,6 +217,9 @@ class _Slot:
     correlation_id: int
     response: bytes | None = None
     close_after: bool = False  # the connection closes once this response is sent
+    api: str = ""
+    read_ms: int = 0  # when its frame was read
+    error_code: str = UNDECODED  # the answer's (`answer_error_code`), once the gateway has decoded or built it
 
 
 @dataclass(slots=True)
@@ -183,7 +237,8 @@ class _CoordinatorSlot(_Slot):
     version: int = 0
     parts: list[dict[str, Any]] = field(default_factory=list)
     trail: Trail = field(default_factory=Trail)
-    # Split by group with no unit to see the answer: each part's entries of `groups`, encoded as they come.
+    # Split by group with no unit to see the answer: each part's per-group entries (`groups`, `results`), encoded
+    # as they come.
     # Otherwise each part's answer (None: none in time), merged once all are in.
     piecewise: bool = False
     answers: list[dict[str, Any] | None] = field(default_factory=list)
@@ -201,9 +256,19 @@ class _CoordinatorSlot(_Slot):
 
 
 @dataclass(slots=True)
+class _Frame:
+    """A request frame read and not handled yet; `decoded` once decoded off the event loop (`Decode`)."""
+
+    payload: bytes
+    received_ms: int
+    decoded: Request | GatewayError | None = None
+
+
+@dataclass(slots=True)
 class _Connection:
     id: int
     client_host: str
+    listener: str
     splitter: FrameSplitter
     chain: Chain
     versions: VersionTable  # what ApiVersions offers on this connection, and what it may send
@@ -211,7 +276,8 @@ class _Connection:
     failure: GatewayError | None = None  # a unit refused an answer that came from the coordinator
     refused: GatewayError | None = None  # a bad request: read nothing more, close once the slots are answered
     paused: bool = False  # not `reading` since the last time it was served
-    unread: deque[bytes] = field(default_factory=deque)
+    decoding: bool = False  # its next frame is being decoded off the event loop
+    unread: deque[_Frame] = field(default_factory=deque)
     slots: deque[_Slot] = field(default_factory=deque)
     upstream: deque[_UpstreamSlot] = field(default_factory=deque)
     muted_by: _CoordinatorSlot | None = None
@@ -234,14 +300,16 @@ class Gateway:
     """Every client connection's protocol state, and the coordinator requests in flight."""
 
     def __init__(self, port: Port, upstream_versions: Mapping[int, tuple[int, int]], reply_to: str,
-                 limits: Limits | None = None, on_answer: AnswerObserver | None = None) -> None:
+                 limits: Limits | None = None, on_answer: AnswerObserver | None = None,
+                 on_response: ResponseObserver | None = None) -> None:
         """`port`: where a connection comes in unless the shell names another port (a listener's bootstrap
-        port); `upstream_versions`: the upstream's ApiVersions table."""
+        port); `upstream_versions`: the upstream's ApiVersions table; `on_response`: the metrics' hook."""
         self.port = port
         self.upstream_versions = dict(upstream_versions)
         self.reply_to = reply_to
         self.limits = limits or Limits()
         self.on_answer = on_answer  # told of every answered group request (tools that watch the gateway)
+        self.on_response = on_response
         self.counters: Counter[str] = Counter()
         # The latest coordinator round trips per API (ms), as the client sees them (a JoinGroup's includes
         # the time it was parked).
@@ -270,8 +338,8 @@ class Gateway:
         versions = self._version_tables.get(kinds)
         if versions is None:
             versions = self._version_tables[kinds] = advertised_versions(self.upstream_versions, chain.units)
-        connection = _Connection(context.connection, client_host, FrameSplitter(self.limits.max_frame_bytes), chain,
-                                 versions)
+        connection = _Connection(context.connection, client_host, port.listener,
+                                 FrameSplitter(self.limits.max_frame_bytes), chain, versions)
         self._connections[connection.id] = connection
         self.counters["connections_opened"] += 1
         return connection.id
@@ -290,7 +358,7 @@ class Gateway:
         with self._confined(connection, actions):
             frames = connection.splitter.feed(data)
             self.counters["frames"] += len(frames)
-            connection.unread.extend(frames)
+            connection.unread.extend(_Frame(payload, now_ms) for payload in frames)
             self._serve(connection, now_ms, actions)
         return actions
 
@@ -313,6 +381,19 @@ class Gateway:
             return []
         actions: list[Action] = []
         self._fail(connection, UpstreamError(f"upstream connection closed: {reason}"), actions)
+        return actions
+
+    def decoded(self, connection_id: int, outcome: Request | GatewayError, now_ms: int) -> list[Action]:
+        """A `Decode`'s outcome (`decode_off_loop`): the connection goes on with that request."""
+        connection = self._connections.get(connection_id)
+        if connection is None:
+            return []
+        connection.decoding = False
+        actions: list[Action] = []
+        with self._confined(connection, actions):
+            if connection.unread:
+                connection.unread[0].decoded = outcome
+            self._serve(connection, now_ms, actions)
         return actions
 
     def receive_answers(self, answers: Iterable[Mapping[str, Any]], now_ms: int) -> list[Action]:
@@ -423,7 +504,13 @@ class Gateway:
         while True:
             while (connection.muted_by is None and connection.unread and len(connection.slots) < limit
                    and not connection.closing):
-                self._dispatch(connection, connection.unread.popleft(), now_ms, actions)
+                if self._decodes_off_loop(connection, actions):
+                    break
+                unread = connection.unread.popleft()
+                queued = len(connection.slots)
+                self._dispatch(connection, unread, now_ms, actions)
+                for slot in itertools.islice(connection.slots, queued, None):
+                    slot.read_ms = unread.received_ms
             if (not self._flush(connection, actions) or connection.id not in self._connections
                     or connection.muted_by is not None or not connection.unread):
                 break
@@ -448,6 +535,7 @@ class Gateway:
         while connection.slots and connection.slots[0].response is not None:
             last = connection.slots.popleft()
             ready.append(last.response)  # type: ignore[arg-type]
+            self._sent(connection, last)
             if last.close_after:
                 break
         if ready:
@@ -456,6 +544,10 @@ class Gateway:
             self.close(connection.id)
             actions.append(CloseClient(connection.id, "closed after its answer"))
         return bool(ready)
+
+    def _sent(self, connection: _Connection, slot: _Slot) -> None:
+        if self.on_response is not None:
+            self.on_response(connection.listener, slot.api, slot.error_code, slot.read_ms)
 
     def _fail(self, connection: _Connection, error: GatewayError, actions: list[Action]) -> None:
         """A bad request: read nothing more, answer what came before it, then close; anything else: close now."""
@@ -474,8 +566,29 @@ class Gateway:
         self.close(connection.id)
         actions.append(CloseClient(connection.id, reason))
 
-    def _dispatch(self, connection: _Connection, payload: bytes, now_ms: int, actions: list[Action]) -> None:
-        header = peek_header(payload)
+    def _decodes_off_loop(self, connection: _Connection, actions: list[Action]) -> bool:
+        """Whether the next frame waits to be decoded off the event loop: a large one of an API the connection
+        may send (a bad one fails at once, as it would on the loop) is handed to the shell (`Decode`) once."""
+        unread = connection.unread[0]
+        if unread.decoded is not None or len(unread.payload) < self.limits.decode_off_loop_bytes:
+            return False
+        if not connection.decoding:
+            try:
+                header = peek_header(unread.payload)
+                supported = connection.versions.get(ApiKey(header.api_key))
+            except (GatewayError, ValueError):
+                return False
+            if supported is None or not supported[0] <= header.api_version <= supported[1]:
+                return False
+            connection.decoding = True
+            actions.append(Decode(connection.id, Request(header, unread.payload)))
+        return True
+
+    def _dispatch(self, connection: _Connection, unread: _Frame, now_ms: int, actions: list[Action]) -> None:
+        if isinstance(unread.decoded, GatewayError):
+            raise unread.decoded
+        payload = unread.payload
+        header = peek_header(payload) if unread.decoded is None else unread.decoded.header
         try:
             api_key = ApiKey(header.api_key)
         except ValueError:
@@ -492,10 +605,11 @@ class Gateway:
             raise UnsupportedRequest(f"{api_key.name} is not served by this gateway")
         if not supported[0] <= version <= supported[1]:
             raise UnsupportedRequest(f"{api_key.name} v{version} is outside v{supported[0]}-{supported[1]}")
-        outcome, trail = connection.chain.request(Request(header, payload))
+        request = unread.decoded or Request(header, payload)
+        outcome, trail = connection.chain.request(request)
         if isinstance(outcome, Answer):
             self.counters["requests_local"] += 1
-            self._answer(connection, Request(header, payload), outcome, trail)
+            self._answer(connection, request, outcome, trail)
         elif api_key in GROUP_APIS:
             self._to_coordinator(connection, outcome, now_ms, actions, trail)
         else:
@@ -510,7 +624,8 @@ class Gateway:
             response = encode_response(body_to_message(response_class(request.api_key), version, body), correlation_id)
         except (ValueError, TypeError, KeyError, UnencodableAnswer) as exc:
             raise UnitFailed(f"a unit's {request.api_key.name} answer does not encode: {exc!r}") from None
-        connection.slots.append(_Slot(correlation_id, response, close_after=answer.close_after))
+        connection.slots.append(_Slot(correlation_id, response, close_after=answer.close_after,
+                                      api=request.api_key.name, error_code=answer_error_code(body)))
         connection.closing = connection.closing or answer.close_after
 
     def _to_upstream(self, connection: _Connection, request: Request, actions: list[Action], trail: Trail) -> None:
@@ -518,10 +633,13 @@ class Gateway:
         api_key, version = request.api_key, request.version
         expects_answer = True
         if api_key == ApiKey.Produce:
-            expects_answer = bool(decode_request(request_class(api_key), request.payload, version).expect_response())
+            # acks=0: no answer. Read from the body when it was decoded already (off the loop, `Decode`).
+            expects_answer = (request.body().get("acks") != 0 if request.decoded else
+                              bool(decode_request(request_class(api_key), request.payload, version).expect_response()))
         actions.append(ToUpstream(connection.id, frame(request.payload)))
         if expects_answer:
-            slot = _UpstreamSlot(request.header.correlation_id, api_key=api_key, version=version, trail=trail)
+            slot = _UpstreamSlot(request.header.correlation_id, api=api_key.name, api_key=api_key, version=version,
+                                 trail=trail)
             connection.slots.append(slot)
             connection.upstream.append(slot)
 
@@ -572,7 +690,7 @@ class Gateway:
     def _upstream_frame_ends(self, connection: _Connection, current: _UpstreamFrame) -> None:
         slot = current.slot
         if current.passing_through:
-            connection.slots.popleft()  # already sent, byte by byte
+            self._sent(connection, connection.slots.popleft())  # already sent, byte by byte
         elif slot.trail:
             message_class = response_class(ApiKey(slot.api_key))
             try:
@@ -580,6 +698,7 @@ class Gateway:
             except MalformedFrame as exc:
                 raise UpstreamError(f"upstream {message_class.__name__}: {exc}") from None
             body = Chain.response(slot.trail, message_to_body(answer, slot.version))
+            slot.error_code = answer_error_code(body)
             try:
                 slot.response = encode_response(body_to_message(message_class, slot.version, body),
                                                 slot.correlation_id)
@@ -594,8 +713,9 @@ class Gateway:
         api_key, version, client_id = request.api_key, request.version, request.header.client_id
         parts = split_request(api_key, version, request.body())
         piecewise = is_split_by_group(api_key, version) and not trail
-        slot = _CoordinatorSlot(request.header.correlation_id, api_key=api_key, version=version, parts=parts,
-                                trail=trail, piecewise=piecewise, client_id=client_id, received_ms=now_ms)
+        slot = _CoordinatorSlot(request.header.correlation_id, api=api_key.name, error_code="0", api_key=api_key,
+                                version=version, parts=parts, trail=trail, piecewise=piecewise, client_id=client_id,
+                                received_ms=now_ms)
         if piecewise:
             slot.entries = [(0, b"")] * len(parts)
         else:
@@ -644,8 +764,11 @@ class Gateway:
             slot.answers[index] = answer
             return
         entries = group_entries(slot.api_key, slot.version, slot.parts[index], answer)
+        if slot.error_code == "0":
+            slot.error_code = answer_error_code({"groups": entries})
         try:
-            slot.entries[index] = encode_items(response_class(slot.api_key), slot.version, "groups", entries)
+            slot.entries[index] = encode_items(response_class(slot.api_key), slot.version, answer_list(slot.api_key),
+                                               entries)
         except UnencodableAnswer as exc:
             slot.unencodable = exc
 
@@ -668,8 +791,11 @@ class Gateway:
         try:
             if slot.unencodable is not None:
                 raise slot.unencodable
+            if not slot.piecewise:
+                slot.error_code = answer_error_code(body)
             slot.response = self._encode_piecewise(slot) if slot.piecewise else self._encode(slot, body)
         except UnencodableAnswer as exc:
+            slot.error_code = str(UNKNOWN_SERVER_ERROR)
             # As Kafka's broker answers a request whose handling failed: UNKNOWN_SERVER_ERROR, in the API's shape
             # (built from the request's own fields, which fit since they were read).
             self.counters["unencodable_answers"] += 1
@@ -690,6 +816,6 @@ class Gateway:
     @staticmethod
     def _encode_piecewise(slot: _CoordinatorSlot) -> bytes:
         """The response of a request split by group, around its groups' entries encoded as they came."""
-        return encode_response_around(response_class(slot.api_key), slot.version, {}, "groups",
+        return encode_response_around(response_class(slot.api_key), slot.version, {}, answer_list(slot.api_key),
                                       sum(count for count, _ in slot.entries),
                                       b"".join(items for _, items in slot.entries), slot.correlation_id)

@@ -25,6 +25,7 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
+from coordinator_metrics import MetricsEndpoint
 from coordinator_state import DEFAULTS, EngineConfig
 from coordinator_state.envelope import INT32_MAX
 
@@ -35,6 +36,7 @@ from .coordinators import Coordinator, LocalEngine, TopicEngine
 from .frames import FrameSplitter
 from .gateway import AnswerObserver, Gateway, Limits
 from .listeners import parse_host_port
+from .metrics import GatewayMetrics
 from .port_mapping import PortMapping, PortScheme, UpstreamDirectory
 from .security.sasl_client import UpstreamSecurity, open_upstream
 from .security.units import Security
@@ -90,6 +92,7 @@ class GatewayOptions:
     listeners: Sequence[ListenerOptions] = ()
     upstream_security: UpstreamSecurity = field(default_factory=UpstreamSecurity)
     security: Security | None = None  # the users and ACL files, re-read while the gateway runs
+    metrics_listen: tuple[str, int] | None = None  # where Prometheus scrapes (coordinator.metrics.listen); None: not
 
     @property
     def bootstrap_servers(self) -> list[tuple[str, int]]:
@@ -240,14 +243,26 @@ async def serve(options: GatewayOptions, stop: asyncio.Event,
         for sock, _, _ in ports:
             sock.close()
         raise
-    gateway = Gateway(ports[0][1], upstream.versions, reply_to, options.limits, options.on_answer)
+    metrics = GatewayMetrics()
+    for where in listening:
+        metrics.listener(where.name)
+    for listener in options.all_listeners():
+        if listener.tls is not None:
+            metrics.count_tls_failures(listener.name, listener.tls)
+    gateway = Gateway(ports[0][1], upstream.versions, reply_to, options.limits, options.on_answer,
+                      metrics.response_sent)
     server = GatewayServer(gateway, _coordinator(options, reply_to), directory,
                            status_interval_s=options.status_interval_s, upstream_security=options.upstream_security,
-                           security=options.security)
+                           security=options.security, metrics=metrics)
     servers = [await asyncio.start_server(functools.partial(server.client_connected, port=port), sock=sock,
                                           ssl=tls)
                for sock, port, tls in ports]
+    endpoint = None
     try:
+        if options.metrics_listen is not None:
+            endpoint = MetricsEndpoint(metrics.registry, options.metrics_listen)
+            server.metrics_url = endpoint.url
+            log.info("gateway metrics on %s", endpoint.url)
         await server.start(servers)
         for where in listening:
             log.info("gateway listener %s on %s (nodes %d..%d advertised at %s ports %d..%d) for upstream %s, "
@@ -258,6 +273,8 @@ async def serve(options: GatewayOptions, stop: asyncio.Event,
             on_ready(server, listening)
         await stop.wait()
     finally:
+        if endpoint is not None:
+            endpoint.close()
         await server.stop()
         for listening_server in servers:
             listening_server.close()
@@ -350,11 +367,13 @@ def coordinator_limits(engine: str, settings: Mapping[str, Any], **given: int) -
 
 
 def loopback_gateway(bootstrap_servers: str, engine: str, settings: Mapping[str, Any],
-                     on_answer: AnswerObserver | None = None) -> BackgroundGateway:
+                     on_answer: AnswerObserver | None = None, metrics: bool = False) -> BackgroundGateway:
     """A gateway (not started yet) on free loopback ports in front of `bootstrap_servers` (a port for each of
     its node ids), without status lines: what tests, demos, chaos runs and benches put between their
     consumer processes and a coordinator. `engine` is "local" (an in-process engine configured by
-    `settings`) or "topics" (the job `settings` describe); `on_answer` watches what the gateway answers."""
+    `settings`) or "topics" (the job `settings` describe); `on_answer` watches what the gateway answers; with
+    `metrics`, its metrics are served on a free loopback port too (`server.metrics_url`)."""
     return BackgroundGateway(GatewayOptions(listen=("127.0.0.1", 0), upstream=host_ports(bootstrap_servers),
                                             engine=engine, settings=settings, status_interval_s=0,
-                                            limits=coordinator_limits(engine, settings), on_answer=on_answer))
+                                            limits=coordinator_limits(engine, settings), on_answer=on_answer,
+                                            metrics_listen=("127.0.0.1", 0) if metrics else None))

@@ -6,7 +6,9 @@ actions that come back are carried out here. Each client connection has its own 
 opened on its first proxied request to the upstream node its port stands for (the bootstrap port's: a
 bootstrap server), so the upstream answers it in order. A connection's bytes are read only while the gateway
 is `reading` it (the socket's buffers then hold the rest, and TCP slows the client down). Any failure while
-serving one connection closes that connection, with a log line, and nothing else.
+serving one connection closes that connection, with a log line, and nothing else. A request frame too large to
+decode without holding up the others is decoded on a worker thread, `max_decodes` at a time (`Decode`). The
+metrics (`metrics.py`) are told of connections as they open and close.
 """
 
 from __future__ import annotations
@@ -22,7 +24,18 @@ from typing import Any
 
 from .chain import Port
 from .coordinators import Coordinator
-from .gateway import Action, CloseClient, Gateway, ResumeReading, ToClient, ToCoordinator, ToUpstream
+from .gateway import (
+    Action,
+    CloseClient,
+    Decode,
+    Gateway,
+    ResumeReading,
+    ToClient,
+    ToCoordinator,
+    ToUpstream,
+    decode_off_loop,
+)
+from .metrics import GatewayMetrics
 from .port_mapping import UpstreamDirectory
 from .security.sasl_client import UpstreamSecurity, open_upstream
 from .security.tls import certificate_principal
@@ -45,6 +58,7 @@ class _Session:
     peer: str
     writer: asyncio.StreamWriter
     node_id: int | None  # the upstream node of the connection's port; None: the bootstrap port
+    listener: str
     upstream_writer: asyncio.StreamWriter | None = None
     upstream_pending: list[bytes] = field(default_factory=list)
     upstream_task: asyncio.Task[None] | None = None
@@ -58,7 +72,7 @@ class GatewayServer:
     def __init__(self, gateway: Gateway, coordinator: Coordinator, upstream: UpstreamDirectory,
                  clock_ms: Callable[[], int] = wall_clock_ms, status_interval_s: float = 10.0,
                  idle_timeout_s: float = 600.0, upstream_security: UpstreamSecurity | None = None,
-                 security: Security | None = None) -> None:
+                 security: Security | None = None, metrics: GatewayMetrics | None = None, max_decodes: int = 2) -> None:
         self.gateway = gateway
         self.coordinator = coordinator
         self.upstream = upstream
@@ -72,6 +86,10 @@ class GatewayServer:
         self._timer_wakeup = asyncio.Event()
         self._servers: list[asyncio.Server] = []
         self.crashes = 0
+        self.metrics = metrics or GatewayMetrics()
+        self.metrics_url: str | None = None  # where Prometheus scrapes them, when served
+        self.metrics.watch(gateway.counters, security, coordinator)
+        self._decodes = asyncio.Semaphore(max_decodes)
         self.upstream_opened: Counter[tuple[str, int]] = Counter()  # upstream connections, per address
 
     async def start(self, servers: list[asyncio.Server] | None = None) -> None:
@@ -118,8 +136,9 @@ class GatewayServer:
         port = port or self.gateway.port
         # A verified client certificate (an SSL listener with ssl.client.auth) names the principal.
         principal = certificate_principal(writer.get_extra_info("peercert"))
-        session = _Session(self.gateway.open(host, port, principal), host, writer, port.node_id)
+        session = _Session(self.gateway.open(host, port, principal), host, writer, port.node_id, port.listener)
         self._sessions[session.id] = session
+        self.metrics.connections.labels(port.listener).inc()
         try:
             while not session.closed:
                 if not self.gateway.reading(session.id):
@@ -147,6 +166,7 @@ class GatewayServer:
             return
         session.closed = True
         session.resume.set()
+        self.metrics.connections.labels(session.listener).dec()
         if reason is not None:
             log.warning("closing connection %d from %s: %s", session.id, session.peer, reason)
         self.gateway.close(session.id)
@@ -178,6 +198,13 @@ class GatewayServer:
                 session = self._sessions.get(action.connection)
                 if session is not None:
                     session.resume.set()
+            elif isinstance(action, Decode):
+                self._spawn(self._decode(action), f"decode-{action.connection}")
+
+    async def _decode(self, action: Decode) -> None:
+        async with self._decodes:
+            outcome = await asyncio.to_thread(decode_off_loop, action.request)
+        self._perform(self.gateway.decoded(action.connection, outcome, self.clock_ms()))
 
     # ---- upstream connections --------------------------------------------------------------------------
 
@@ -196,9 +223,15 @@ class GatewayServer:
             self._perform(self.gateway.upstream_closed(
                 session.id, f"node {session.node_id} is not in the upstream's latest metadata"))
             return
+        # The bootstrap port's upstream is a bootstrap server: its node id when the metadata lists its address.
+        node = str(session.node_id if session.node_id is not None else next(
+            (node_id for node_id, known in self.upstream.nodes.items() if known == address), "bootstrap"))
+        opened = False
         try:
             reader, writer = await open_upstream(*address, self.upstream_security, limit=UPSTREAM_READ_BYTES)
             self.upstream_opened[address] += 1
+            self.metrics.upstream_connections.labels(node).inc()
+            opened = True
             session.upstream_writer = writer
             writer.write(b"".join(session.upstream_pending))
             session.upstream_pending.clear()
@@ -214,6 +247,9 @@ class GatewayServer:
             self.crashes += 1
             log.exception("upstream of connection %d failed; closing the connection", session.id)
             reason = "gateway error"
+        finally:
+            if opened:
+                self.metrics.upstream_connections.labels(node).dec()
         if not session.closed:
             self._perform(self.gateway.upstream_closed(session.id, reason))
 

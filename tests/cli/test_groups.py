@@ -7,12 +7,14 @@ running-job source is exercised end to end in tests/streaming/test_offsets_e2e.p
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from coordinator_cli.groups import Administration, UsageError, add_groups_arguments, run_groups
 from coordinator_cli.main import main
 from coordinator_state import LocalCoordinator, request_envelope, to_json
 from coordinator_state.consumer_protocol import to_base64
@@ -151,3 +153,90 @@ def test_a_group_without_members_and_an_absent_one(replayed: dict[str, Path],
 def test_remove_members_needs_a_running_job(replayed: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     status, _, err = groups(replayed, capsys, "--remove-members", "--group", "orders", "--instance-ids", "i-a")
     assert status == 2 and "running job" in err
+
+
+def test_delete_and_delete_offsets_need_a_running_job(replayed: dict[str, Path],
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert groups(replayed, capsys, "--delete", "--group", "ledger")[0] == 2
+    status, _, err = groups(replayed, capsys, "--delete-offsets", "--group", "ledger", "--topic", "audit")
+    assert status == 2 and "running job" in err
+
+
+class EngineAdministration(Administration):
+    """The CLI's administrative envelopes answered by the real engine, as the running job answers them from its
+    request topic (that path end to end: tests/streaming/test_offsets_e2e.py)."""
+
+    description = "the local engine"
+
+    def __init__(self, coordinator: LocalCoordinator) -> None:
+        self.coordinator = coordinator
+        self.sent = 0
+
+    def ask(self, api: str, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        self.sent += 1
+        [answer] = self.coordinator.handle(request_envelope(api, body, version=version, correlation_id=self.sent,
+                                                            client_id="cli", reply_to="cli", timestamp_ms=T + 60_000))
+        return dict(answer["body"])
+
+    def partitions(self, topic: str) -> list[int]:
+        return [0, 1]  # every topic of this test's broker has two partitions
+
+    def list_groups(self, states: Any) -> list[dict[str, Any]]:
+        raise AssertionError("not asked")
+
+    def describe(self, group: str) -> Any:
+        raise AssertionError("not asked")
+
+
+@pytest.fixture
+def administered() -> EngineAdministration:
+    coordinator = LocalCoordinator({"group.initial.rebalance.delay.ms": 0})
+    for request in scripted_traffic():
+        coordinator.handle(request)
+    return EngineAdministration(coordinator)
+
+
+def administer(source: EngineAdministration, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    parser = argparse.ArgumentParser()
+    add_groups_arguments(parser)
+    status = run_groups(parser.parse_args(args), source)
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_delete_prints_what_kafka_consumer_groups_prints(administered: EngineAdministration,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = administer(administered, capsys, "--delete", "--group", "orders")
+    assert (status, err.strip()) == (1, "Error: Deletion of some consumer groups failed:")
+    assert out == ("* Group 'orders' could not be deleted due to: org.apache.kafka.common.errors."
+                   "GroupNotEmptyException: The group is not empty.\n")
+    assert administered.coordinator.describe("orders") is not None
+    status, out, err = administer(administered, capsys, "--delete", "--group", "ledger")
+    assert (status, out, err) == (0, "Deletion of requested consumer groups ('ledger') was successful.\n", "")
+    assert administered.coordinator.describe("ledger") is None
+    status, out, _ = administer(administered, capsys, "--delete", "--group", "ledger")
+    assert status == 1 and out.endswith("GroupIdNotFoundException: The group id does not exist.\n")
+    status, out, _ = administer(administered, capsys, "--delete", "--group", "orders", "--json")
+    assert (status, json.loads(out)) == (1, {"group": "orders", "error": "NON_EMPTY_GROUP"})
+
+
+def test_delete_offsets_prints_each_partitions_status(administered: EngineAdministration,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = administer(administered, capsys, "--delete-offsets", "--group", "orders", "--topic",
+                                  "events:0", "--topic", "other")
+    assert status == 1 and err.strip() == "Error: Encounter some partition level error, see the follow-up details:"
+    assert columns(out) == [
+        ["TOPIC", "PARTITION", "STATUS"],
+        ["events", "0", "Error:", ":Deleting", "offsets", "of", "a", "topic", "is", "forbidden", "while", "the",
+         "consumer", "group", "is", "actively", "subscribed", "to", "it."],
+        ["other", "0", "Successful"], ["other", "1", "Successful"]]
+    status, out, err = administer(administered, capsys, "--delete-offsets", "--group", "ledger", "--topic", "audit")
+    assert (status, err) == (0, "") and out.startswith("Request succeed for deleting offsets from group ledger.\n\n")
+    assert columns(out)[2:] == [["TOPIC", "PARTITION", "STATUS"], ["audit", "0", "Successful"],
+                                ["audit", "1", "Successful"]]
+    assert administered.coordinator.describe("ledger") is None  # an Empty group goes with its last offset
+    status, out, err = administer(administered, capsys, "--delete-offsets", "--group", "ledger", "--topic", "audit:0")
+    assert status == 1 and err.strip() == "Error: 'ledger' does not exist."
+    assert columns(out)[1] == ["audit", "0", "Error:", ":The", "group", "id", "does", "not", "exist."]
+    with pytest.raises(UsageError, match="--topic"):
+        administer(administered, capsys, "--delete-offsets", "--group", "orders")

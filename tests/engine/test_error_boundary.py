@@ -13,11 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator_state import Api, LocalCoordinator, classic, encode_group
+from coordinator_state import Api, LocalCoordinator, classic, encode_group, request_envelope, streams
 from coordinator_state.classic.data import GROUP, ClassicGroup
 from coordinator_state.classic.handlers import HANDLERS
 from coordinator_state.config import EngineConfig
 from coordinator_state.group_step import fire_due
+from coordinator_state.group_types import GROUP_TYPES
 from coordinator_state.records import Request
 
 from .harness import Env
@@ -133,9 +134,11 @@ def test_a_failed_request_that_created_its_group_leaves_it_created_and_empty(fau
     assert (snapshot["state"], snapshot["members"], snapshot["version"]) == ("Empty", [], 1)
 
 
-def test_the_handlers_table_covers_every_api() -> None:
+def test_the_group_types_handle_every_api() -> None:
     # ListGroups belongs to no group: LocalCoordinator answers it from every group's snapshot.
-    assert set(HANDLERS) == set(Api) - {Api.LIST_GROUPS}
+    handled = {api for kind in GROUP_TYPES.values() for api in kind.HANDLES}
+    assert handled == set(Api) - {Api.LIST_GROUPS}
+    assert set(HANDLERS) | streams.APIS == handled
 
 
 def test_the_journal_saves_every_field_of_a_group_but_its_identity_and_attached_ones() -> None:
@@ -151,3 +154,33 @@ def test_the_journal_saves_every_field_of_a_group_but_its_identity_and_attached_
         setattr(group, name, None)
     GROUP.restore(group, saved)
     assert {name: getattr(group, name) for name in values} == values
+
+
+@pytest.mark.parametrize("failing", ["deciding", "converted"])
+def test_a_failed_request_that_converts_its_group_leaves_the_old_group(monkeypatch: pytest.MonkeyPatch,
+                                                                      failing: str) -> None:
+    """A streams join on an Empty classic group holding offsets converts it (PROTOCOL.md 10); an engine error in
+    that join, while deciding whether it may convert the group or in the converted group, answers
+    UNKNOWN_SERVER_ERROR and keeps the classic group with its offsets, not an empty streams one."""
+    coordinator = LocalCoordinator({"group.streams.initial.rebalance.delay.ms": 0})
+    commit = {"group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "", "topics": [
+        {"name": "in", "partitions": [{"partition_index": 0, "committed_offset": 7, "committed_metadata": ""}]}]}
+    coordinator.handle(request_envelope(Api.OFFSET_COMMIT, commit, version=9, correlation_id=1, reply_to="admin",
+                                        timestamp_ms=1000))
+    before = coordinator.describe("g")
+
+    heartbeat = streams.group_type.streams_heartbeat
+
+    def fails_once(group: Any, *rest: Any) -> Any:
+        if (group is None) == (failing == "converted"):  # None: deciding whether the join may convert the group
+            return heartbeat(group, *rest)
+        raise InjectedFault("in the streams heartbeat")
+    monkeypatch.setattr(streams.group_type, "streams_heartbeat", fails_once)
+    join = {"group_id": "g", "member_id": "m1", "member_epoch": 0, "rebalance_timeout_ms": 1000, "process_id": "p",
+            "topology": {"epoch": 0, "subtopologies": [{"subtopology_id": "s", "source_topics": ["in"]}]},
+            "active_tasks": [], "standby_tasks": [], "warmup_tasks": []}
+    [answer] = coordinator.handle(request_envelope(Api.STREAMS_GROUP_HEARTBEAT, join, version=0, correlation_id=2,
+                                                   reply_to=FAULTY, timestamp_ms=2000))
+    assert answer["body"]["error"] == "UNKNOWN_SERVER_ERROR"
+    assert coordinator.describe("g") == before and before is not None and "group_type" not in before
+    assert coordinator.groups["g"].offsets.get("in", 0) is not None

@@ -36,7 +36,7 @@ def with_(path: str, value: Any) -> dict[str, Any]:
     (with_("version", -1), "UNSUPPORTED_VERSION", "not supported"),
     (with_("version", "4"), "INVALID_REQUEST", "version"),
     (with_("version", True), "INVALID_REQUEST", "version"),
-    (with_("api", "OffsetDelete"), "INVALID_REQUEST", "unknown api"),
+    (with_("api", "TxnOffsetCommit"), "INVALID_REQUEST", "unknown api"),
     (with_("timestamp_ms", ...), "INVALID_REQUEST", "timestamp_ms: missing"),
     (with_("timestamp_ms", 1.5e12), "INVALID_REQUEST", "timestamp_ms"),
     (with_("timestamp_ms", 10**30), "INVALID_REQUEST", "outside"),

@@ -135,19 +135,22 @@ def test_parse_raw_is_the_standard_librarys_reading(raw: bytes, options: dict[st
 def test_generated_records_are_often_valid_and_often_read_otherwise_by_orjson() -> None:
     """The comparison above means something only if many generated records are valid, some of them records
     orjson reads otherwise (huge integers, lone surrogates in fields no request reads)."""
-    valid, valid_read_otherwise = 0, 0
+    drawn, valid, valid_read_otherwise = 0, 0, 0
 
     @settings(max_examples=300, deadline=None, database=None, derandomize=True)
     @given(envelopes())
     def count(envelope: dict[str, Any]) -> None:
-        nonlocal valid, valid_read_otherwise
+        nonlocal drawn, valid, valid_read_otherwise
+        drawn += 1
         raw = json.dumps(envelope).encode("utf-8", "surrogatepass")
         if not isinstance(parse_raw(raw), Invalid):
             valid += 1
             valid_read_otherwise += orjson_reads_otherwise(raw)
 
     count()
-    assert valid >= 90 and valid_read_otherwise >= 30, (valid, valid_read_otherwise)
+    # Shares, not counts: a loaded machine may end hypothesis' generation before max_examples.
+    assert drawn >= 50 and valid >= 0.3 * drawn and valid_read_otherwise >= 0.1 * drawn, (
+        drawn, valid, valid_read_otherwise)
 
 
 def test_a_huge_integer_reads_as_an_integer_where_it_matters() -> None:

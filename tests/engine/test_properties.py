@@ -259,8 +259,9 @@ def test_micro_batch_boundaries_do_not_change_any_answer(steps: list[tuple[Any, 
 
 
 def assert_micro_batches_answer_alike(requests: list[dict[str, Any]], config: dict[str, Any],
-                                      batch_sizes: list[int]) -> None:
-    """`run_group` over micro-batches of the given sizes (in turn) answers as the record-by-record replay."""
+                                      batch_sizes: list[int], group_id: str = "g") -> None:
+    """`run_group` over micro-batches of the given sizes (in turn) answers as the record-by-record replay (all
+    `requests` of the group `group_id`)."""
     lateness = int(config["coordinator.lateness.ms"])
     local = ReplayDriver(config)
     expected: list[dict[str, Any]] = []
@@ -285,4 +286,4 @@ def assert_micro_batches_answer_alike(requests: list[dict[str, Any]], config: di
             watermark = max(watermark, max(r["timestamp_ms"] for r in batch) - lateness)
     assert keyed(actual) == keyed(expected)
     final = None if state is None else snapshot_of(decode_group(state, engine))
-    assert final == local.coordinator.describe("g")
+    assert final == local.coordinator.describe(group_id)

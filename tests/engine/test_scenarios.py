@@ -1,7 +1,8 @@
 """Every conformance-style scenario through both engine paths (one suite, two backends).
 
-The project's scenarios (tests/engine/scenarios) always run, with the project's own runner; the shared
-ones (../shared/conformance/scenarios) too when the folder is beside the checkout. Each runs against
+The project's scenarios (tests/engine/scenarios, and the streams groups' tests/engine/scenarios_streams) always run,
+with the project's own runner; the shared ones (../shared/conformance/scenarios and streams) too when the folder is
+beside the checkout. Each runs against
 `LocalCoordinator` and against `run_group` with the group's state encoded and decoded between every call,
 so the Spark path's codec and its timeout rule are covered in milliseconds.
 """
@@ -20,18 +21,21 @@ from .paths import PATHS
 from .scenario_runner import Mismatch, load, run_scenario
 
 OWN = Path(__file__).resolve().parent / "scenarios"
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "conformance" / "scenarios"
-FILES = sorted(OWN.glob("*.json")) + (sorted(SHARED.glob("*.json")) if SHARED.is_dir() else [])
+OWN_STREAMS = Path(__file__).resolve().parent / "scenarios_streams"
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "conformance"
+FILES = [path for folder in (OWN, OWN_STREAMS, SHARED / "scenarios", SHARED / "streams")
+         for path in sorted(folder.glob("*.json"))]
 
 
 @pytest.mark.parametrize("path", sorted(PATHS))
-@pytest.mark.parametrize("scenario", FILES, ids=lambda p: f"{p.parent.parent.name}/{p.stem}")
+@pytest.mark.parametrize("scenario", FILES, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}/{p.stem}")
 def test_scenario(scenario: Path, path: str) -> None:
     run_scenario(load(scenario), PATHS[path])
 
 
 def test_the_project_scenarios_are_there() -> None:
     assert len(list(OWN.glob("*.json"))) >= 41
+    assert len(list(OWN_STREAMS.glob("*.json"))) >= 30
 
 
 def _first_scenario() -> dict[str, Any]:

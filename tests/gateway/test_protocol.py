@@ -49,13 +49,14 @@ def test_api_versions_advertise_the_contract_and_the_proxied_apis_without_kip848
     [(correlation_id, body)] = decode_responses(to_client(actions), [(ApiKey.ApiVersions, 3)])
     table = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
     assert correlation_id == 5 and body["error_code"] == 0
-    assert {k: table[k] for k in (11, 14, 12, 13, 8, 9, 15, 16)} == {
-        11: (0, 9), 14: (0, 5), 12: (0, 4), 13: (0, 5), 8: (0, 9), 9: (0, 9), 15: (0, 5), 16: (0, 5)}
+    assert {k: table[k] for k in (11, 14, 12, 13, 8, 9, 15, 16, 42, 47)} == {
+        11: (0, 9), 14: (0, 5), 12: (0, 4), 13: (0, 5), 8: (0, 9), 9: (0, 9), 15: (0, 5), 16: (0, 5), 42: (0, 2),
+        47: (0, 0)}
     # Produce and Fetch below the versions whose answers may carry broker addresses (KIP-951).
     assert table[0] == (0, 9) and table[1] == (0, 15) and table[3] == (0, 12) and table[10] == (0, 6)
     assert table[60] == (0, 1)  # DescribeCluster, its answer rewritten
-    # KIP-848, share groups, SASL, TxnOffsetCommit, DeleteGroups: absent.
-    assert not {68, 69, 76, 17, 36, 28, 42} & set(table)
+    # KIP-848, share groups, SASL, TxnOffsetCommit: absent.
+    assert not {68, 69, 76, 17, 36, 28} & set(table)
 
 
 def test_api_versions_at_an_unknown_version_answers_v0_unsupported_with_the_table() -> None:
@@ -235,6 +236,38 @@ def test_describe_groups_of_no_group_is_answered_without_the_coordinator() -> No
     actions = gateway.receive(conn, request(ApiKey.DescribeGroups, 5, 8, {"groups": []}), T0)
     assert envelopes(actions) == []
     assert decode_responses(to_client(actions), [(ApiKey.DescribeGroups, 5)])[0][1]["groups"] == []
+
+
+def test_delete_groups_is_split_per_distinct_group_and_merged_in_request_order() -> None:
+    """One envelope per group id, duplicates once (KafkaApis takes them distinct); an invalid-request answer and a
+    timeout each land in their group's entry."""
+    gateway = make_gateway(Limits(coordinator_timeout_ms=1_000))
+    conn = gateway.open("10.0.0.7")
+    parts = envelopes(gateway.receive(conn, request(ApiKey.DeleteGroups, 2, 8, {
+        "groups_names": ["a", "b", "a", "c"]}), T0))
+    assert [p["body"] for p in parts] == [{"groups_names": [g]} for g in "abc"]
+    assert {p["api"] for p in parts} == {"DeleteGroups"}
+    gateway.receive_answers([
+        answer(parts[2], {"error_code": 0, "results": [{"group_id": "c", "error_code": 68}]}),
+        answer(parts[0], {"error_code": 42, "error": "INVALID_REQUEST"})], T0)
+    [(_, body)] = decode_responses(to_client(gateway.expire(T0 + 1_000)), [(ApiKey.DeleteGroups, 2)])
+    assert [(r["group_id"], r["error_code"]) for r in body["results"]] == [("a", 42), ("b", 15), ("c", 68)]
+
+
+def test_offset_delete_is_one_envelope_and_its_answer_the_response() -> None:
+    gateway = make_gateway()
+    conn = gateway.open("10.0.0.7")
+    topics = [{"name": "t", "partitions": [{"partition_index": 0}, {"partition_index": 1}]}]
+    [part] = envelopes(gateway.receive(conn, request(ApiKey.OffsetDelete, 0, 3, {"group_id": "g", "topics": topics}),
+                                       T0))
+    assert (part["api"], part["body"]) == ("OffsetDelete", {"group_id": "g", "topics": topics})
+    answered = {"error_code": 0, "error": "NONE", "throttle_time_ms": 0, "topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "error_code": 86, "error": "GROUP_SUBSCRIBED_TO_TOPIC"},
+        {"partition_index": 1, "error_code": 0, "error": "NONE"}]}]}
+    [(_, body)] = decode_responses(to_client(gateway.receive_answers([answer(part, answered)], T0)),
+                                   [(ApiKey.OffsetDelete, 0)])
+    assert body["error_code"] == 0
+    assert [(p["partition_index"], p["error_code"]) for p in body["topics"][0]["partitions"]] == [(0, 86), (1, 0)]
 
 
 def test_offset_fetch_v8_is_split_per_group_and_merged() -> None:

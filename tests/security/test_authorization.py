@@ -34,6 +34,8 @@ RESPONSES: dict[ApiKey, Any] = {
     ApiKey.OffsetFetch: consumer_group.OffsetFetchResponse,
     ApiKey.DescribeGroups: admin_groups.DescribeGroupsResponse,
     ApiKey.ListGroups: admin_groups.ListGroupsResponse,
+    ApiKey.DeleteGroups: admin_groups.DeleteGroupsResponse,
+    ApiKey.OffsetDelete: consumer_group.OffsetDeleteResponse,
     ApiKey.Metadata: metadata.MetadataResponse,
     ApiKey.Produce: produce.ProduceResponse,
     ApiKey.Fetch: fetch.FetchResponse,
@@ -161,6 +163,49 @@ def test_describe_groups_denied_first_and_list_groups_filtered() -> None:
     assert auth.authorize_request(ApiKey.ListGroups, 4, {}).forward == {}
     filtered = encodes(ApiKey.ListGroups, 4, auth.complete_answer(ApiKey.ListGroups, 4, listed, None))
     assert [g["group_id"] for g in filtered["groups"]] == ["g1", "g2"]
+
+
+def test_describe_groups_authorized_operations_are_the_principals_when_asked() -> None:
+    """KafkaApis: the group operations the authorizer allows this principal, on each group answered without error
+    (g1: READ, which implies DESCRIBE; a denied DELETE on g1 for everyone stays out); not asked: left as answered."""
+    authorizer = Authorizer([*ACLS.bindings, binding(ResourceType.GROUP, "g1", Operation.DELETE, "User:*",
+                                                     Permission.DENY)], frozenset({"User:admin"}))
+    auth, denials = alice(authorizer)
+    entry = {"error_code": 0, "group_state": "Dead", "protocol_type": "", "protocol_data": "", "members": [],
+             "authorized_operations": 3400}
+    decision = auth.authorize_request(ApiKey.DescribeGroups, 5, {"groups": ["g1", "g2", "secret"],
+                                                                 "include_authorized_operations": True})
+    answer = {"groups": [{"group_id": g, **entry} for g in ["g1", "g2"]]}
+    merged = encodes(ApiKey.DescribeGroups, 5, auth.complete_answer(ApiKey.DescribeGroups, 5, answer,
+                                                                    decision.pending))
+    assert [(g["group_id"], g.get("authorized_operations")) for g in merged["groups"]] == [
+        ("secret", None), ("g1", (1 << 3) | (1 << 8)), ("g2", 1 << 8)]
+    assert len(denials) == 1  # the denied group, not the operations looked at
+    admin = Authorization("User:admin", "127.0.0.1", lambda: authorizer)
+    everything = admin.authorize_request(ApiKey.DescribeGroups, 3, {"groups": ["g1"],
+                                                                     "include_authorized_operations": True})
+    assert admin.complete_answer(ApiKey.DescribeGroups, 3, {"groups": [{"group_id": "g1", **entry}]},
+                                 everything.pending)["groups"][0]["authorized_operations"] == 3400
+    not_asked = auth.authorize_request(ApiKey.DescribeGroups, 5, {"groups": ["g1"]})
+    assert not_asked.pending is None
+
+
+def test_delete_groups_and_offset_delete_need_delete_on_the_group_and_read_on_the_topic() -> None:
+    authorizer = Authorizer([*ACLS.bindings, binding(ResourceType.GROUP, "g1", Operation.DELETE)])
+    auth, _ = alice(authorizer)
+    decision = auth.authorize_request(ApiKey.DeleteGroups, 2, {"groups_names": ["g1", "g2"]})
+    assert decision.forward == {"groups_names": ["g1"]}
+    merged = encodes(ApiKey.DeleteGroups, 2, auth.complete_answer(
+        ApiKey.DeleteGroups, 2, {"results": [{"group_id": "g1", "error_code": 0}]}, decision.pending))
+    assert [(r["group_id"], r["error_code"]) for r in merged["results"]] == [("g1", 0), ("g2", 30)]
+    denied = auth.authorize_request(ApiKey.OffsetDelete, 0, {"group_id": "g2", "topics": []})
+    assert denied.forward is None and encodes(ApiKey.OffsetDelete, 0, denied.answer or {})["error_code"] == 30
+    topics = {"group_id": "g1", "topics": [{"name": n, "partitions": [{"partition_index": 0}]} for n in ["t1", "t2"]]}
+    split = auth.authorize_request(ApiKey.OffsetDelete, 0, topics)
+    assert split.forward == {"group_id": "g1", "topics": topics["topics"][:1]}
+    answer = {"error_code": 0, "topics": [{"name": "t1", "partitions": [{"partition_index": 0, "error_code": 0}]}]}
+    merged = encodes(ApiKey.OffsetDelete, 0, auth.complete_answer(ApiKey.OffsetDelete, 0, answer, split.pending))
+    assert [(t["name"], t["partitions"][0]["error_code"]) for t in merged["topics"]] == [("t1", 0), ("t2", 29)]
 
 
 def test_list_groups_shows_all_with_describe_on_the_cluster_and_to_super_users() -> None:

@@ -62,6 +62,7 @@ def test_a_sasl_ssl_gateway_from_a_config_file(kafka_bootstrap: str, tmp_path: P
     ("listeners=SSL://127.0.0.1:0\n", "ssl.keystore.location: listener SSL uses SSL and needs a keystore"),
     ("listeners=SASL_PLAINTEXT://127.0.0.1:0\n", "coordinator.gateway.users.file: a listener uses SASL"),
     ("super.users=alice\n", "principalType:principalName"),
+    ("coordinator.metrics.listen=9464\n", "coordinator.metrics.listen: expected HOST:PORT"),
 ])
 def test_a_bad_config_exits_2_naming_the_key(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str,
                                             message: str) -> None:
@@ -69,3 +70,12 @@ def test_a_bad_config_exits_2_naming_the_key(tmp_path: Path, capsys: pytest.Capt
     config.write_text(text)
     assert main(["gateway", "--config", str(config), "--bootstrap-servers", "127.0.0.1:1"]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_metrics_address_comes_from_the_config_key_unless_the_flag_gives_one(tmp_path: Path) -> None:
+    config = tmp_path / "gateway.properties"
+    config.write_text("listeners=PLAINTEXT://127.0.0.1:0\ncoordinator.metrics.listen=127.0.0.1:9464\n")
+    given = ("--config", str(config), "--bootstrap-servers", "127.0.0.1:1")
+    from_file = options_from(gateway_args(*given), {})
+    from_flag = options_from(gateway_args(*given, "--metrics-listen", "[::1]:0"), {})
+    assert (from_file.metrics_listen, from_flag.metrics_listen) == (("127.0.0.1", 9464), ("::1", 0))

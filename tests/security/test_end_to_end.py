@@ -45,6 +45,7 @@ from kafka_gateway.security.credentials import ScramMechanism, Users, make_crede
 from kafka_gateway.security.sasl_server import failure_message
 from kafka_gateway.security.settings import AccessSettings, listener_security, upstream_security
 from kafka_gateway.security.units import Security
+from tests.scrape import scrape, total
 
 pytestmark = pytest.mark.kafka
 ENGINE = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 1_000}
@@ -117,7 +118,7 @@ def secured(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> I
     security = Security.load(AccessSettings(where / "users.properties", acl_file, frozenset({"User:admin"}),
                                             reload_interval_ms=RELOAD_MS))
     options = GatewayOptions(listen=("127.0.0.1", 0), upstream=host_port(kafka_bootstrap), engine="local",
-                             settings=ENGINE, status_interval_s=0, security=security,
+                             settings=ENGINE, status_interval_s=0, security=security, metrics_listen=("127.0.0.1", 0),
                              listeners=[ListenerOptions(("127.0.0.1", 0), "SASL_SSL", units=security.units(listener),
                                                         tls=listener.tls),
                                         ListenerOptions(("127.0.0.1", 0), "SSL", units=security.units(tls_only),
@@ -188,7 +189,12 @@ def test_a_wrong_password_gets_sasl_authentication_failed_then_a_closed_connecti
 
 
 def test_no_read_on_the_group_is_group_authorization_failed(secured: Secured) -> None:
-    consumer = KafkaConsumer(secured.topic, group_id="not-alices", **secured.kafka_python("alice", "SCRAM-SHA-256"))
+    _refused_a_group(secured, "SCRAM-SHA-256")
+
+
+def _refused_a_group(secured: Secured, mechanism: str) -> None:
+    """Alice, logged in with `mechanism`, consumes in a group she may not read: GROUP_AUTHORIZATION_FAILED."""
+    consumer = KafkaConsumer(secured.topic, group_id="not-alices", **secured.kafka_python("alice", mechanism))
     try:
         with pytest.raises(GroupAuthorizationFailedError):
             _poll_until_error(consumer)
@@ -330,3 +336,27 @@ def test_a_client_certificate_is_the_principal_on_an_ssl_listener(secured: Secur
             _poll_until_error(denied)
     finally:
         denied.close()
+
+
+def test_logins_failed_handshakes_and_denials_are_counted_in_the_gateways_metrics(secured: Secured) -> None:
+    assert secured.gateway.server is not None and secured.gateway.server.metrics_url is not None
+    url = secured.gateway.server.metrics_url
+    _, before = scrape(url)
+    host, port = host_port(secured.ssl_listener())
+    with socket.create_connection((host, port), timeout=10) as plain:  # Kafka's bytes where TLS is expected
+        plain.sendall(_frame(SaslHandshakeRequest[1](mechanism="PLAIN"), 1))
+        assert plain.recv(65536) in (b"", b"\x15\x03\x01\x00\x02\x02\x16")  # closed, or a TLS alert first
+    _refused_a_group(secured, "SCRAM-SHA-512")
+
+    def moved(samples: Any, name: str, **labels: str) -> float:
+        return total(samples, name, **labels) - total(before, name, **labels)
+
+    _eventually(lambda: moved(scrape(url)[1], "coordinator_gateway_authentication_failures_total",
+                              listener="SSL", mechanism="TLS") == 1, timeout_s=10)
+    _, after = scrape(url)
+    assert moved(after, "coordinator_gateway_authentication_successes_total", listener="SASL_SSL",
+                 mechanism="SCRAM-SHA-512") >= 1
+    # kafka-python asks FindCoordinator first: Describe on the group, denied (GROUP_AUTHORIZATION_FAILED).
+    assert moved(after, "coordinator_gateway_authorization_denials_total", api="FindCoordinator",
+                 resource_type="GROUP", operation="DESCRIBE") >= 1
+    assert moved(after, "coordinator_gateway_requests_total", listener="SASL_SSL", error_code="30") >= 1

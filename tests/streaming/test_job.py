@@ -56,6 +56,12 @@ def test_spark_replay_in_small_batches_equals_the_local_replay(spark: SparkSessi
     # The admin's commits to "ledger": one stays, one expires.
     ledger = [json.loads(line) for key, line in expected.offsets.items() if key.startswith("ledger/")]
     assert [line.get("tombstone", False) for line in ledger] == [False, True]
+    # The admin's deletions: "archive" gone with both its offsets, "orders" refused (it has members).
+    assert expected.snapshots["archive"] == tombstone("archive") and "orders" in expected.snapshots
+    assert [expected.offsets[f"archive/ledger-topic/{p}"] for p in (0, 1)] == [
+        offset_tombstone(f"archive/ledger-topic/{p}") for p in (0, 1)]
+    deletes = [json.loads(r)["body"] for r in expected.responses if json.loads(r)["api"] == "DeleteGroups"]
+    assert [d["results"][0]["error"] for d in deletes] == ["NONE", "NON_EMPTY_GROUP"]
     actual = replay_spark(write_traffic(tmp_path / "traffic.jsonl", full_traffic), settings, records_per_batch, None,
                           None)
     assert_same(actual, expected)

@@ -5,7 +5,8 @@ The streaming query runs on Kafka (the embedded broker unless KAFKA_BOOTSTRAP_SE
 process commits what it processed and dies without a word; a second process with the same
 group.instance.id, started within the session, gets the same generation back (KIP-345: no rebalance) and
 its OffsetFetch returns the first one's last commit. `coordinator groups --describe --members --offsets`
-then shows the group, its instance id and the committed offsets, from the running job.
+then shows the group, its instance id and the committed offsets, from the running job, which refuses
+`--delete` and `--delete-offsets` of the live group.
 """
 
 from __future__ import annotations
@@ -98,6 +99,15 @@ def test_a_static_member_resumes_from_its_commits_and_the_cli_shows_it(
 
         status = main(["groups", "--list", "--state", "--bootstrap-servers", kafka_bootstrap, *settings_args])
         assert status == 0 and ["orders", "Stable"] in [line.split() for line in capsys.readouterr().out.splitlines()]
+
+        # The job refuses to delete a group with a member, or the offsets of a topic it subscribes to.
+        status = main(["groups", "--delete", "--group", "orders", "--bootstrap-servers", kafka_bootstrap,
+                       *settings_args])
+        assert status == 1 and "GroupNotEmptyException" in capsys.readouterr().out
+        status = main(["groups", "--delete-offsets", "--group", "orders", "--topic", "events:0",
+                       "--bootstrap-servers", kafka_bootstrap, *settings_args])
+        out = capsys.readouterr().out
+        assert status == 1 and "forbidden while the consumer group is actively subscribed" in out
     finally:
         transport.close()
         query.stop()

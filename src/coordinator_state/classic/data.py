@@ -173,6 +173,16 @@ class ClassicGroup:
         """Marks a change visible in the snapshot (PROTOCOL.md section 4; counted at the end of the event)."""
         self.dirty = True
 
+    def is_empty(self) -> bool:
+        return self.state is EMPTY
+
+    def take_offsets_of(self, other: Any) -> None:
+        """A group converted from `other` (a group of another type, PROTOCOL.md section 10) keeps its committed
+        offsets and the snapshot's version line: the offsets' expiry is reconsidered at the end of the event."""
+        self.offsets = other.offsets
+        self.version = other.version + 1
+        self.expiry_moved = True
+
     def drain_into(self, responses: list[Response], offset_changes: list[OffsetChange]) -> None:
         """Moves what the events decided since the last drain to the caller's lists."""
         if self.out:

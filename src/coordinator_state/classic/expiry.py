@@ -110,12 +110,25 @@ def settle_offset_expiry(group: ClassicGroup) -> None:
         group.new_deadline = None
 
 
-def offsets_expired(group: ClassicGroup, timer: Timer, t: int) -> None:
-    """OffsetExpiry (9.3): drop what expired by `t`; an Empty group whose last offset went is removed."""
-    for topic, partition in group.offsets.expired(expiry_condition(group), t):
-        group.pop(group.offsets.entries, (topic, partition))
-        group.offset_changes.append(OffsetChange(group.group_id, topic, partition, None))
+def remove_offset(group: ClassicGroup, topic: str, partition: int) -> None:
+    """Removes one committed offset, if there is one, and records its tombstone for the offsets topic."""
+    if group.offsets.get(topic, partition) is None:
+        return
+    group.pop(group.offsets.entries, (topic, partition))
+    group.offset_changes.append(OffsetChange(group.group_id, topic, partition, None))
     group.expiry_moved = True
+
+
+def remove_if_drained(group: ClassicGroup) -> None:
+    """An Empty group whose last offset went (expired or deleted) is removed with it (PROTOCOL.md 8, 11)."""
     if group.state is EMPTY and not group.offsets:
         group.removed = True
         group.touch()
+
+
+def offsets_expired(group: ClassicGroup, timer: Timer, t: int) -> None:
+    """OffsetExpiry (9.3): drop what expired by `t`; an Empty group whose last offset went is removed."""
+    for topic, partition in group.offsets.expired(expiry_condition(group), t):
+        remove_offset(group, topic, partition)
+    group.expiry_moved = True
+    remove_if_drained(group)

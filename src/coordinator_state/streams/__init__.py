@@ -9,3 +9,24 @@ and StreamsGroupDescribe v0 envelopes). docs/STREAMS.md tabulates the rules with
 This package may import the engine's vocabulary (errors, the envelope and request helpers) and nothing of the
 classic group.
 """
+
+from __future__ import annotations
+
+from .group_type import (
+    APIS,
+    HANDLES,
+    NAME,
+    absent_group,
+    create,
+    deadline_lower_bound,
+    decode,
+    encode,
+    fire_due,
+    from_other_group,
+    handle,
+    next_deadline,
+    snapshot,
+)
+
+__all__ = ["APIS", "HANDLES", "NAME", "absent_group", "create", "deadline_lower_bound", "decode", "encode",
+           "fire_due", "from_other_group", "handle", "next_deadline", "snapshot"]

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..errors import Error
-from .records import Endpoint
+from ..records import Endpoint
 from .tasks import AssignedTasks, task_sets_to_wire
 from .topics import Status
 

@@ -12,12 +12,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..config import EngineConfig
+from ..offsets import OffsetStore
+from ..records import Endpoint, TaskOffset
 from ..timers import Timers
 from .group import StreamsGroup
 from .member import StreamsMember
 from .parsing import parse_topology
 from .reconciliation import MemberState
-from .records import Endpoint, TaskOffset
 from .tasks import AssignedTasks, TaskId, TaskSets
 from .topics import configure_topics
 from .views import topology_to_json
@@ -39,6 +40,7 @@ def encode_streams_group(group: StreamsGroup) -> dict[str, Any]:
         "last_assignment_ms": group.last_assignment_ms, "standby_replicas_at_bump": group.standby_replicas_at_bump,
         "shutdown_requested": group.shutdown_requested, "timers": group.timers.to_json(),
         "clock": group.clock, "version": group.version, "changed_at": group.changed_at,
+        "offsets": group.offsets.to_json(),
     }
 
 
@@ -63,6 +65,7 @@ def decode_streams_group(data: Mapping[str, Any], config: EngineConfig) -> Strea
     group.shutdown_requested = data["shutdown_requested"]
     group.timers = Timers.from_json(data["timers"])
     group.version, group.changed_at = data["version"], data["changed_at"]
+    group.offsets = OffsetStore.from_json(data["offsets"])
     return group
 
 

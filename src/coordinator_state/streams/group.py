@@ -23,11 +23,21 @@ from typing import Any
 from ..config import EngineConfig
 from ..envelope import Response
 from ..journal import MISSING, Journal
-from ..timers import HEARTBEAT_TIMER, JOIN_TIMER, RETENTION_TIMER, SYNC_TIMER, TimerKind, Timers
+from ..offsets import CommittedOffset, ExpiryCondition, OffsetChange, OffsetStore
+from ..records import Topology
+from ..timers import (
+    HEARTBEAT_TIMER,
+    JOIN_TIMER,
+    OFFSETS_TIMER,
+    RETENTION_TIMER,
+    SYNC_TIMER,
+    TimerFailed,
+    TimerKind,
+    Timers,
+)
 from .assignor import AssignorMember, SubtopologyTasks, assign
 from .member import StreamsMember
 from .reconciliation import CurrentOwners, MemberState
-from .records import Topology
 from .tasks import EMPTY_TASKS, TaskSets
 from .topics import ConfiguredTopology
 
@@ -78,18 +88,32 @@ class StreamsGroup:
         self.version = 1
         self.changed_at = created_ms
         self.removed = False
+        self.offsets = OffsetStore()  # committed offsets (PROTOCOL.md sections 8 and 10)
         self.out: list[Response] = []
+        self.offset_changes: list[OffsetChange] = []  # for the offsets topic, in order
         self._saved: dict[str, object] | None = None
-        self._undo: list[tuple[dict[str, object], str, object]] = []
+        self._undo: list[tuple[dict[Any, Any], Any, object]] = []
+        self._offset_changes_length = 0
+        self._expiry_inputs: tuple[bool, Topology | None] = (True, None)
 
     # ------------------------------------------------------------------ atomic events
 
     def begin(self) -> None:
         self._saved = dict(self.__dict__)
         self._undo = []
+        self._offset_changes_length = len(self.offset_changes)
+        self._expiry_inputs = (not self.members, self.topology)
         self.timers.journal = Journal((), len(self.out), self.timers.next_seq)
 
     def commit(self) -> None:
+        """The end of an event: the offsets' expiry is reconsidered if the event may have moved it."""
+        if self._saved is not None and (self.offsets or self.timers.get(OFFSETS_TIMER) is not None) and (
+                len(self.offset_changes) != self._offset_changes_length
+                or self._expiry_inputs != (not self.members, self.topology)):
+            self.settle_offset_expiry()
+        self._end()
+
+    def _end(self) -> None:
         self._saved = None
         self._undo = []
         self.timers.journal = None
@@ -108,14 +132,15 @@ class StreamsGroup:
         self.timers.next_seq = journal.timer_seq
         self.timers.rebuild_heap()
         del self.out[journal.out_length:]
-        self.commit()
+        del self.offset_changes[self._offset_changes_length:]
+        self._end()
 
-    def _put(self, container: dict[str, Any], key: str, value: Any) -> None:
+    def _put(self, container: dict[Any, Any], key: Any, value: Any) -> None:
         if self._saved is not None:
             self._undo.append((container, key, container.get(key, MISSING)))
         container[key] = value
 
-    def _pop(self, container: dict[str, Any], key: str) -> Any:
+    def _pop(self, container: dict[Any, Any], key: Any) -> Any:
         if self._saved is not None and key in container:
             self._undo.append((container, key, container[key]))
         return container.pop(key, None)
@@ -124,8 +149,23 @@ class StreamsGroup:
         out, self.out = self.out, []
         return out
 
-    def drain_offset_changes(self) -> list[Any]:
-        return []
+    def drain_into(self, responses: list[Response], offset_changes: list[OffsetChange]) -> None:
+        """Moves what the events decided since the last drain to the caller's lists."""
+        if self.out:
+            responses += self.out
+            self.out.clear()
+        if self.offset_changes:
+            offset_changes += self.offset_changes
+            self.offset_changes.clear()
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def take_offsets_of(self, other: Any) -> None:
+        """A group converted from `other` (a classic group, PROTOCOL.md section 10) keeps its committed offsets and
+        the snapshot's version line."""
+        self.offsets = other.offsets
+        self.version = other.version + 1
 
     # ------------------------------------------------------------------ state
 
@@ -229,6 +269,44 @@ class StreamsGroup:
         return self.timers.get(INITIAL_TIMER) is not None or (
             self.last_assignment_ms is not None and t - self.last_assignment_ms < self.settings.assignment_interval_ms)
 
+    # ------------------------------------------------------------------ committed offsets
+
+    def commit_offset(self, topic: str, partition: int, value: CommittedOffset) -> None:
+        """Stores one committed offset and records the change for the offsets topic."""
+        self._put(self.offsets.entries, (topic, partition), value)
+        self.offset_changes.append(OffsetChange(self.group_id, topic, partition, value))
+
+    def expiry_condition(self) -> ExpiryCondition:
+        """StreamsGroup.offsetExpirationCondition (from each offset's commit time) with isSubscribedToTopic folded
+        in: while the group has members, offsets of its topology's source topics never expire."""
+        topology = self.topology
+        kept = frozenset() if not self.members or topology is None else frozenset(
+            topic for s in topology.subtopologies
+            for topic in (*s.source_topics, *(t.name for t in s.repartition_source_topics)))
+        return ExpiryCondition(self.config.offsets_retention_ms, kept_topics=kept)
+
+    def settle_offset_expiry(self) -> None:
+        """The offsets timer at the next expiry deadline under the group's condition now (after an event that may
+        have moved it: a commit, a first member or a last one, a topology)."""
+        deadline = self.offsets.next_deadline(self.expiry_condition())
+        if deadline is None:
+            self.timers.cancel(OFFSETS_TIMER)
+        else:
+            timer = self.timers.get(OFFSETS_TIMER)
+            if timer is None or timer.deadline != deadline:
+                self.timers.schedule(OFFSETS_TIMER, "", deadline)
+
+    def _expire_offsets(self, t: int) -> None:
+        """OffsetMetadataManager.cleanupExpiredOffsets: what expired by `t` goes; an Empty group whose last offset
+        went is removed."""
+        for topic, partition in self.offsets.expired(self.expiry_condition(), t):
+            self._pop(self.offsets.entries, (topic, partition))
+            self.offset_changes.append(OffsetChange(self.group_id, topic, partition, None))
+        if not self.members and not self.offsets:
+            self.removed = True
+        else:
+            self.settle_offset_expiry()
+
     # ------------------------------------------------------------------ timers
 
     def fire_due(self, now: int) -> None:
@@ -240,10 +318,10 @@ class StreamsGroup:
             self.begin()
             try:
                 self._fire(timer.kind, timer.target, timer.payload, max(self.clock, timer.deadline))
-            except BaseException:
+            except Exception as error:
                 self.undo()
                 self.timers.cancel(timer.kind, timer.target)
-                raise
+                raise TimerFailed(f"group {self.group_id!r}: timer {timer.key} at {timer.deadline}; dropped") from error
             self.commit()
             if self.removed:
                 return
@@ -262,8 +340,11 @@ class StreamsGroup:
             # topology, this engine does not (PROTOCOL.md section 10, Timers)
             if self.members and self.group_epoch > self.assignment_epoch:
                 self.compute_targets(t)
-        elif kind is RETENTION_TIMER and not self.members:
-            self.removed = True
+        elif kind is RETENTION_TIMER:
+            if not self.members and not self.offsets:
+                self.removed = True
+        elif kind is OFFSETS_TIMER:
+            self._expire_offsets(t)
 
     def next_deadline(self) -> int | None:
         return self.timers.next_deadline()

@@ -16,15 +16,15 @@ from typing import Any
 
 from ..config import EngineConfig
 from ..errors import Error
+from ..records import StreamsGroupHeartbeat, TaskIds, Topology
 from .answers import endpoint_entry, heartbeat_body, leave_body
 from .group import INITIAL_TIMER, REBALANCE_TIMER, SESSION_TIMER, StreamsGroup
 from .member import StreamsMember, epoch_relevant_change, new_member, updated_member
 from .reconciliation import MemberState, reconcile
-from .records import StreamsGroupHeartbeat, TaskIds, Topology
-from .tasks import NO_ASSIGNED_TASKS, TaskId
+from .tasks import NO_ASSIGNED_TASKS, TaskId, owned_tasks
 from .topics import ConfiguredTopology, Status, TopologyRefused, configure_topics
 
-__all__ = ["HeartbeatOutcome", "request_check", "streams_heartbeat"]
+__all__ = ["HeartbeatOutcome", "request_check", "steady_heartbeat", "streams_heartbeat"]
 
 LEAVE_EPOCH, TEMPORARY_LEAVE_EPOCH = -1, -2
 
@@ -92,19 +92,21 @@ def streams_heartbeat(group: StreamsGroup | None, req: StreamsGroupHeartbeat, t:
             raise _Refused(*refusal)
         if req.member_epoch < 0:
             return _leave(group, req, t)
-        return _steady(group, req, t) or _Heartbeat(group, req, t, config).run()
+        return _Heartbeat(group, req, t, config).run()
     except _Refused as refused:
         return HeartbeatOutcome(group, heartbeat_body(refused.error, message=str(refused)))
     except TopologyRefused as refused:
         return HeartbeatOutcome(group, heartbeat_body(refused.error, message=str(refused)))
 
 
-def _steady(group: StreamsGroup | None, req: StreamsGroupHeartbeat, t: int) -> HeartbeatOutcome | None:
+def steady_heartbeat(group: StreamsGroup, req: StreamsGroupHeartbeat, t: int) -> HeartbeatOutcome | None:
     """The most frequent heartbeat, answered without the general procedure: a known member, Stable at the
-    assignment epoch of a group with no pending bump, reporting nothing and changing nothing. None: any other."""
-    if group is None or group.fresh or req.topology is not None or req.topic_metadata \
+    assignment epoch of a group with no pending bump, reporting nothing and changing nothing. None: any other
+    (`streams_heartbeat` answers it). Its one change, the member's session timer, comes last, after everything that
+    could raise: the event needs no undo journal."""
+    if group.fresh or req.topology is not None or req.topic_metadata or req.member_epoch < 0 \
             or req.active_tasks is not None or req.shutdown_application \
-            or req.endpoint_information_epoch != group.endpoint_information_epoch:
+            or req.endpoint_information_epoch != group.endpoint_information_epoch or request_check(req) is not None:
         return None
     member = group.members.get(req.member_id)
     configured, topology = group.configured, group.topology
@@ -115,13 +117,14 @@ def _steady(group: StreamsGroup | None, req: StreamsGroupHeartbeat, t: int) -> H
             or group.standby_replicas_at_bump != group.settings.num_standby_replicas):
         return None
     settings = group.settings
-    group.timers.schedule(SESSION_TIMER, member.member_id, t + settings.session_timeout_ms)
     body = heartbeat_body(
         Error.NONE, member_id=member.member_id, member_epoch=member.member_epoch,
         heartbeat_interval_ms=settings.heartbeat_interval_ms, task_offset_interval_ms=settings.task_offset_interval_ms,
         statuses=_statuses(member, topology, False, configured, group.shutdown_requested),
         endpoint_information_epoch=group.endpoint_information_epoch)
-    return HeartbeatOutcome(group, body, _create_topics(configured))
+    outcome = HeartbeatOutcome(group, body, _create_topics(configured))
+    group.timers.schedule(SESSION_TIMER, member.member_id, t + settings.session_timeout_ms)
+    return outcome
 
 
 def _statuses(member: StreamsMember, topology: Topology, delayed: bool, configured: ConfiguredTopology,
@@ -344,7 +347,8 @@ class _Heartbeat:
         if member.state is MemberState.STABLE and member.member_epoch == target_epoch:
             return member
         result = reconcile(member.reconciliation(), member.process_id, target_epoch, group.target(member.member_id),
-                           group.owners(), self.req.owned())
+                           group.owners(), owned_tasks(self.req.active_tasks, self.req.standby_tasks,
+                                                       self.req.warmup_tasks))
         reconciled = member.reconciled(result)
         if reconciled != member:
             if reconciled.state is MemberState.UNREVOKED_TASKS:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..records import Endpoint, StreamsGroupHeartbeat, TaskOffset
 from .reconciliation import MemberState, Reconciliation
-from .records import Endpoint, StreamsGroupHeartbeat, TaskOffset
 from .tasks import NO_ASSIGNED_TASKS, AssignedTasks
 
 __all__ = ["StreamsMember", "epoch_relevant_change", "new_member", "updated_member"]

@@ -13,10 +13,33 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..envelope import response_envelope
 from ..errors import Error
+from ..offsets import commit_partitions
+from ..records import OffsetCommit, OffsetFetch
+from ..responses import commit_body, commit_refused, fetch_body
 from .group import StreamsGroup
 
-__all__ = ["validate_offset_commit", "validate_offset_fetch"]
+__all__ = ["handle_offset_commit", "handle_offset_fetch", "validate_offset_commit", "validate_offset_fetch"]
+
+
+def handle_offset_commit(group: StreamsGroup, req: OffsetCommit, t: int) -> None:
+    """OffsetCommit against a streams group: refused whole (every partition with the error), or stored."""
+    partitions = [(topic.name, p.partition_index) for topic in req.topics for p in topic.partitions]
+    error = validate_offset_commit(group, req.member_id, req.generation_id, req.reply.version, partitions)
+    if error is not None:
+        group.out.append(commit_refused(req, t, error))
+        return
+    results = commit_partitions(req, t, group.config.offset_metadata_max_bytes, group.commit_offset)
+    group.out.append(response_envelope(req.reply, req.group_id, t, commit_body(req.reply.version, Error.NONE,
+                                                                                   results)))
+
+
+def handle_offset_fetch(group: StreamsGroup, req: OffsetFetch, t: int) -> None:
+    """OffsetFetch against a streams group: its offsets, or the group's error (v9's member id and epoch)."""
+    error = validate_offset_fetch(group, req.member_id, req.member_epoch)
+    body = fetch_body(req, group.offsets) if error is None else fetch_body(req, None, error)
+    group.out.append(response_envelope(req.reply, req.group_id, t, body))
 
 # The first OffsetCommit version a member of the streams protocol may use.
 FIRST_STREAMS_COMMIT_VERSION = 9

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..fields import Bad, array, boolean, int32, int64, integer, json_object, required, string, strings
-from ..records import Reply, new_record
-from .records import (
+from ..records import (
     CopartitionGroup,
     Endpoint,
+    Reply,
     StreamsGroupDescribe,
     StreamsGroupHeartbeat,
     Subtopology,
@@ -24,6 +24,7 @@ from .records import (
     TaskOffset,
     TopicInfo,
     Topology,
+    new_record,
 )
 
 __all__ = ["parse_streams_describe", "parse_streams_heartbeat", "parse_topic_metadata", "parse_topology"]

@@ -76,6 +76,14 @@ def tasks_from_wire(entries: Iterable[tuple[str, Iterable[int]]]) -> frozenset[T
     return frozenset((subtopology, partition) for subtopology, partitions in entries for partition in partitions)
 
 
+def owned_tasks(active: Iterable[tuple[str, Iterable[int]]] | None, standby: Iterable[tuple[str, Iterable[int]]] | None,
+                warmup: Iterable[tuple[str, Iterable[int]]] | None) -> TaskSets | None:
+    """The tasks a heartbeat reports owning, or None when it reports none (any of its three lists null)."""
+    if active is None or standby is None or warmup is None:
+        return None
+    return TaskSets(tasks_from_wire(active), tasks_from_wire(standby), tasks_from_wire(warmup))
+
+
 def task_sets_to_wire(tasks: TaskSets | AssignedTasks) -> dict[str, list[dict[str, Any]]]:
     """{`active_tasks`, `standby_tasks`, `warmup_tasks`}, the form of assignments in answers and snapshots."""
     return {"active_tasks": tasks_to_wire(tasks.active), "standby_tasks": tasks_to_wire(tasks.standby),

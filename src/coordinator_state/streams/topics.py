@@ -24,7 +24,7 @@ from enum import IntEnum
 from typing import Any
 
 from ..errors import Error
-from .records import Subtopology, TopicInfo, Topology
+from ..records import Subtopology, TopicInfo, Topology
 
 __all__ = [
     "ConfiguredInternalTopic",

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import Error
+from ..records import Endpoint, Subtopology, TaskOffset, TopicInfo, Topology
 from .answers import AUTHORIZED_OPERATIONS_OMITTED
 from .group import StreamsGroup
 from .member import StreamsMember
-from .records import Endpoint, Subtopology, TaskOffset, TopicInfo, Topology
 from .tasks import active_epochs_to_wire, task_sets_to_wire
 from .topics import ConfiguredInternalTopic
 
@@ -93,10 +93,13 @@ def describe_entry(group: StreamsGroup) -> dict[str, Any]:
 
 
 def not_found_entry(group_id: str) -> dict[str, Any]:
-    """An absent or non-streams group's entry: GROUP_ID_NOT_FOUND, epochs 0, no topology, no members."""
+    """An absent or non-streams group's entry: GROUP_ID_NOT_FOUND, epochs 0, no topology, no members; the empty id's
+    is INVALID_GROUP_ID with no message (GroupCoordinatorService.streamsGroupDescribe)."""
+    error = Error.INVALID_GROUP_ID if group_id == "" else Error.GROUP_ID_NOT_FOUND
     return {
-        "error_code": int(Error.GROUP_ID_NOT_FOUND), "error": Error.GROUP_ID_NOT_FOUND.name,
-        "error_message": f"Group {group_id} not found.", "group_id": group_id, "group_state": "",
+        "error_code": int(error), "error": error.name,
+        "error_message": None if group_id == "" else f"Group {group_id} not found.", "group_id": group_id,
+        "group_state": "",
         "group_epoch": 0, "assignment_epoch": 0, "topology": None, "members": [],
         "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }

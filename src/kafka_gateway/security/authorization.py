@@ -22,6 +22,8 @@ from typing import Any, Final
 
 from kafka.protocol.api_key import ApiKey
 
+from coordinator_state.listing import GROUP_OPERATION_CODES, authorized_operations
+
 from ..envelopes import error_answer
 from .acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
 
@@ -328,6 +330,36 @@ class _GroupList(_Rule):
         return {**answer, self.response_list: [*pending, *answered] if self.denied_first else [*answered, *pending]}
 
 
+class _DescribeGroups(_GroupList):
+    """DescribeGroups: Describe on each group, as `_GroupList`; when the request asks for authorized operations (v3+),
+    each group answered without error gets the operations this principal may do on it (KafkaApis: the supported
+    group operations the authorizer allows, checked without counting denials)."""
+
+    def __init__(self) -> None:
+        super().__init__(Operation.DESCRIBE, "groups", "groups", denied_first=True)
+
+    def request(self, auth: Authorization, api_key: ApiKey, version: int, body: Mapping[str, Any]) -> Decision:
+        decision = super().request(auth, api_key, version, body)
+        if decision.forward is None or version < 3 or not body.get("include_authorized_operations"):
+            return decision
+        return Decision(decision.forward, pending=(decision.pending, True))
+
+    def response(self, auth: Authorization, api_key: ApiKey, version: int, answer: Body, pending: Any) -> Body:
+        denied, include_operations = pending if isinstance(pending, tuple) else (pending, False)
+        if include_operations:
+            answer = {**answer, "groups": [self._with_operations(auth, group) for group in answer.get("groups") or []]}
+        return super().response(auth, api_key, version, answer, denied)
+
+    @staticmethod
+    def _with_operations(auth: Authorization, group: Body) -> Body:
+        if group.get("error_code"):
+            return group
+        name = str(group.get("group_id"))
+        allowed = [op for op in GROUP_OPERATION_CODES
+                   if auth.allowed(ApiKey.DescribeGroups, Operation[op], ResourceType.GROUP, name, count=False)]
+        return {**group, "authorized_operations": authorized_operations(allowed)}
+
+
 class _ListGroups(_Rule):
     """All groups with Describe on the cluster, else only the groups the client may describe (no error)."""
 
@@ -448,7 +480,7 @@ _RULES: Final[dict[ApiKey, _Rule]] = {
     ApiKey.LeaveGroup: _ReadGroup(),
     ApiKey.OffsetCommit: _OffsetCommit(),
     ApiKey.OffsetFetch: _OffsetFetch(),
-    ApiKey.DescribeGroups: _GroupList(Operation.DESCRIBE, "groups", "groups", denied_first=True),
+    ApiKey.DescribeGroups: _DescribeGroups(),
     ApiKey.DeleteGroups: _GroupList(Operation.DELETE, "groups_names", "results", denied_first=False),
     ApiKey.ListGroups: _ListGroups(),
     ApiKey.OffsetDelete: _OffsetDelete(),

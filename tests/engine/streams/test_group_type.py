@@ -9,11 +9,11 @@ import pytest
 
 from coordinator_state.config import EngineConfig
 from coordinator_state.output import to_json
-from coordinator_state.records import Reply
+from coordinator_state.records import Reply, StreamsGroupHeartbeat, Subtopology, TopicInfo, Topology
 from coordinator_state.streams import group_type
 from coordinator_state.streams.group import SESSION_TIMER, StreamsGroup
 from coordinator_state.streams.heartbeat import HeartbeatOutcome, streams_heartbeat
-from coordinator_state.streams.records import StreamsGroupHeartbeat, Subtopology, TopicInfo, Topology
+from coordinator_state.timers import TimerFailed
 
 CONFIG = EngineConfig.from_mapping({"group.streams.initial.rebalance.delay.ms": 0,
                                     "group.streams.assignment.interval.ms": 0,
@@ -98,8 +98,9 @@ def test_a_timer_that_raises_changes_nothing_and_is_dropped(monkeypatch: pytest.
         raise InjectedFault("after fencing")
     original_fence = StreamsGroup.fence
     monkeypatch.setattr(StreamsGroup, "fence", fence_then_fail)
-    with pytest.raises(InjectedFault):
+    with pytest.raises(TimerFailed) as failed:
         group_type.fire_due(group, 46000)  # a1's session (b1's is due at 47000)
+    assert isinstance(failed.value.__cause__, InjectedFault)
     monkeypatch.undo()
     assert group_type.snapshot(group) == before  # nothing changed...
     assert group.timers.get(SESSION_TIMER, "a1") is None  # ...but the failed timer is dropped

@@ -8,10 +8,9 @@ from typing import Any
 import pytest
 
 from coordinator_state.fields import Bad
-from coordinator_state.records import Reply
+from coordinator_state.records import CopartitionGroup, Endpoint, Reply, Subtopology, TopicInfo, Topology
 from coordinator_state.streams.parsing import parse_streams_describe, parse_streams_heartbeat, parse_topic_metadata
-from coordinator_state.streams.records import CopartitionGroup, Endpoint, Subtopology, TopicInfo, Topology
-from coordinator_state.streams.tasks import TaskSets
+from coordinator_state.streams.tasks import TaskSets, owned_tasks
 
 _ABSENT = object()
 REPLY = Reply("StreamsGroupHeartbeat", 0, 1, "client-a", "a")
@@ -33,7 +32,7 @@ def test_join_body_with_topology_and_defaults() -> None:
     assert hb.endpoint_information_epoch == 0 and hb.shutdown_application is False
     assert hb.topology == Topology(2, (Subtopology(
         "s", ("in",), (), (TopicInfo("c", 0, 3, (("k", "v"),)),), (), (), (CopartitionGroup((0,), (), ()),)),))
-    assert hb.owned() == TaskSets()
+    assert owned_tasks(hb.active_tasks, hb.standby_tasks, hb.warmup_tasks) == TaskSets()
     assert hb.user_endpoint == Endpoint("h", 8080) and hb.client_tags == (("rack", "r1"),)
     assert hb.topic_metadata == (("in", 4),)
 
@@ -42,7 +41,8 @@ def test_absent_optional_fields_take_the_spec_defaults() -> None:
     hb = parse_streams_heartbeat(REPLY, 1000, "", {"group_id": "g", "member_id": "a1", "member_epoch": 3})
     assert (hb.rebalance_timeout_ms, hb.topology, hb.process_id, hb.user_endpoint, hb.client_tags) == (
         -1, None, None, None, None)
-    assert hb.active_tasks is None and hb.owned() is None and hb.topic_metadata == ()
+    assert hb.active_tasks is None and hb.topic_metadata == ()
+    assert owned_tasks(hb.active_tasks, hb.standby_tasks, hb.warmup_tasks) is None
 
 
 def test_task_lists_keep_their_entries_and_owned_is_none_when_any_list_is_null() -> None:
@@ -50,7 +50,8 @@ def test_task_lists_keep_their_entries_and_owned_is_none_when_any_list_is_null()
             "active_tasks": [{"subtopology_id": "s", "partitions": [2, 0]}, {"subtopology_id": "t"}],
             "standby_tasks": [], "warmup_tasks": None}
     hb = parse_streams_heartbeat(REPLY, 1000, "", body)
-    assert hb.active_tasks == (("s", (2, 0)), ("t", ())) and hb.owned() is None
+    assert hb.active_tasks == (("s", (2, 0)), ("t", ()))
+    assert owned_tasks(hb.active_tasks, hb.standby_tasks, hb.warmup_tasks) is None
 
 
 @pytest.mark.parametrize(("change", "where"), [

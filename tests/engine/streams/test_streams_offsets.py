@@ -9,10 +9,10 @@ import pytest
 
 from coordinator_state.config import EngineConfig
 from coordinator_state.errors import Error
+from coordinator_state.records import Subtopology, TopicInfo, Topology
 from coordinator_state.streams.group import StreamsGroup
 from coordinator_state.streams.member import StreamsMember
 from coordinator_state.streams.offsets import validate_offset_commit, validate_offset_fetch
-from coordinator_state.streams.records import Subtopology, TopicInfo, Topology
 from coordinator_state.streams.tasks import AssignedTasks
 
 

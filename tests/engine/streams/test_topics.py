@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from coordinator_state.errors import Error
-from coordinator_state.streams.records import CopartitionGroup, Subtopology, TopicInfo, Topology
+from coordinator_state.records import CopartitionGroup, Subtopology, TopicInfo, Topology
 from coordinator_state.streams.topics import Status, TopologyRefused, configure_topics
 
 

@@ -18,7 +18,7 @@ from ...no_group_answers import error_response
 from ...records import JoinGroup, LeaveGroup, Request
 from ...responses import leave_body
 from ..data import ClassicGroup
-from . import describe_groups, offset_commit, offset_fetch
+from . import delete_groups, describe_groups, offset_commit, offset_delete, offset_fetch
 from .heartbeat import handle_heartbeat
 from .join_group import handle_join_group
 from .leave_group import handle_leave_group
@@ -37,12 +37,16 @@ HANDLERS: dict[str, Handler] = {
     Api.OFFSET_COMMIT: offset_commit.handle_offset_commit,
     Api.OFFSET_FETCH: offset_fetch.handle_offset_fetch,
     Api.DESCRIBE_GROUPS: describe_groups.handle_describe_groups,
+    Api.DELETE_GROUPS: delete_groups.handle_delete_groups,
+    Api.OFFSET_DELETE: offset_delete.handle_offset_delete,
 }
 
 ABSENT_GROUP_ANSWERS: dict[str, AbsentGroupAnswer] = {
     Api.OFFSET_COMMIT: offset_commit.absent_group,
     Api.OFFSET_FETCH: offset_fetch.absent_group,
     Api.DESCRIBE_GROUPS: describe_groups.absent_group,
+    Api.DELETE_GROUPS: delete_groups.absent_group,
+    Api.OFFSET_DELETE: offset_delete.absent_group,
 }
 
 

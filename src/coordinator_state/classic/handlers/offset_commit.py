@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from functools import partial
 
-from ...envelope import Response, response_envelope
+from ...envelope import Response
 from ...errors import Error
-from ...offsets import absent_group_commit_error, committed_value, metadata_too_large
+from ...offsets import absent_group_commit_error, commit_partitions
 from ...records import OffsetCommit
-from ...responses import commit_body
+from ...responses import commit_body, commit_refused
 from ..answers import answer
 from ..data import ClassicGroup
 from ..expiry import commit_offset
@@ -22,42 +22,21 @@ from ..membership import schedule_session, validate_member
 from ..offset_rules import commit_error, commit_keeps_session
 
 _NONE = Error.NONE
-_TOO_LARGE = Error.OFFSET_METADATA_TOO_LARGE
-
-
-def refused(req: OffsetCommit, t: int, error: Error) -> Response:
-    """Every partition of the request answered with the whole-request error (OffsetCommitRequest.getErrorResponse)."""
-    topics = [(topic.name, [(p.partition_index, error) for p in topic.partitions]) for topic in req.topics]
-    return response_envelope(req.reply, req.group_id, t, commit_body(req.reply.version, error, topics))
 
 
 def absent_group(req: OffsetCommit, t: int) -> Response | None:
     """The answer for a group that does not exist, or None when the commit creates a simple group."""
     error = absent_group_commit_error(req.reply.version, req.generation_id)
-    return None if error is None else refused(req, t, error)
+    return None if error is None else commit_refused(req, t, error)
 
 
 def handle_offset_commit(group: ClassicGroup, req: OffsetCommit, t: int) -> None:
     error = commit_error(group.state, group.generation_id, req.generation_id, req.member_id,
                          req.group_instance_id, partial(validate_member, group))
     if error is not _NONE:
-        group.out.append(refused(req, t, error))
+        group.out.append(commit_refused(req, t, error))
         return
     if commit_keeps_session(group.state):
         schedule_session(group, group.members[req.member_id], t)
-    max_length = group.config.offset_metadata_max_bytes
-    retention_time_ms = req.retention_time_ms
-    results = []
-    for topic in req.topics:
-        name = topic.name
-        answers = []
-        # Unpacked: one step per partition instead of seven field reads (a NamedTuple's fields are slow to read).
-        for partition, offset, leader_epoch, commit_timestamp_ms, metadata in topic.partitions:
-            if metadata_too_large(metadata, max_length):
-                answers.append((partition, _TOO_LARGE))
-                continue
-            commit_offset(group, name, partition, committed_value(
-                offset, leader_epoch, metadata, commit_timestamp_ms, t, retention_time_ms))
-            answers.append((partition, _NONE))
-        results.append((name, answers))
+    results = commit_partitions(req, t, group.config.offset_metadata_max_bytes, partial(commit_offset, group))
     answer(group, req.reply, t, commit_body(req.reply.version, _NONE, results))
