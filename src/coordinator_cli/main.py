@@ -276,7 +276,11 @@ def cmd_soak(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from coordinator_lab.bench import bench_main
 
-    return bench_main(args, _load(args))
+    status = StatusLine()
+    try:
+        return bench_main(args, _load(args), status.show)
+    finally:
+        status.end()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,6 +23,7 @@ A thin adapter over `coordinator_state.run_group`. The pipeline:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -57,6 +58,15 @@ from coordinator_state import (
 from coordinator_state.envelope import REPLY_TO
 
 from .settings import TRANSFORM_WITH_STATE, engine_config, stateful_operator
+from .task_metrics import (
+    ENGINE_MS,
+    OPERATOR_CALLS,
+    OPERATOR_INPUT_MS,
+    OPERATOR_MS,
+    STATE_LOAD_MS,
+    STATE_WRITE_MS,
+    TaskMetrics,
+)
 
 # One row per pack: a group's requests from one Arrow batch of one source partition (in log order), the
 # invalid records of one batch under the `invalid` key, or a tick. Packing moves a tenth of the rows through
@@ -176,11 +186,12 @@ class CoordinatorStep:
     move these in and out."""
 
     def __init__(self, settings: Mapping[str, Any], live: bool, late_requests: Accumulator[int] | None = None,
-                 changed_groups: Accumulator[ChangedGroups] | None = None) -> None:
+                 changed_groups: Accumulator[ChangedGroups] | None = None, metrics: TaskMetrics | None = None) -> None:
         self.config = EngineConfig.from_mapping(engine_config(settings))
         self.skew = int(settings["coordinator.max.clock.skew.ms"]) if live else None
         self.late_requests = late_requests
         self.changed_groups = changed_groups
+        self.metrics = metrics
         self.responses_topic = str(settings["coordinator.responses.topic"])
         self.snapshots_topic = str(settings["coordinator.snapshots.topic"])
         self.dead_letters_topic = str(settings["coordinator.dead.letters.topic"])
@@ -222,18 +233,33 @@ class CoordinatorStep:
             wake = wake_at(outcome.next_deadline, watermark_ms)
         return StepOutcome(out, outcome.state, wake)
 
+    def report(self, started: float, received: float, loaded: float, computed: float, written: float) -> None:
+        """One call's times (time.perf_counter() readings: called, its rows received, state loaded, step done, state
+        written), to the task metrics."""
+        if self.metrics is not None:
+            self.metrics.add({OPERATOR_MS: (written - started) * 1000, OPERATOR_INPUT_MS: (received - started) * 1000,
+                              STATE_LOAD_MS: (loaded - received) * 1000, ENGINE_MS: (computed - loaded) * 1000,
+                              STATE_WRITE_MS: (written - computed) * 1000, OPERATOR_CALLS: 1})
+
+
+OUTPUT_COLUMNS = ("topic", "key", "value")
+
 
 def _frame(rows: list[OutputRow]) -> pd.DataFrame:
-    return pd.DataFrame({"topic": [o[0] for o in rows], "key": [o[1] for o in rows], "value": [o[2] for o in rows]})
+    # From the tuples directly: half the time of a frame built from a dict of columns (pandas' per-column checks),
+    # paid once per group and micro-batch.
+    return pd.DataFrame(rows, columns=OUTPUT_COLUMNS)
 
 
 def make_group_step(settings: Mapping[str, Any], live: bool, late_requests: Accumulator[int] | None = None,
-                    changed_groups: Accumulator[ChangedGroups] | None = None) -> Callable[..., Iterator[pd.DataFrame]]:
+                    changed_groups: Accumulator[ChangedGroups] | None = None,
+                    metrics: TaskMetrics | None = None) -> Callable[..., Iterator[pd.DataFrame]]:
     """The `applyInPandasWithState` adapter of `CoordinatorStep`; `late_requests` counts requests older than
-    the watermark, `changed_groups` collects the groups' latest states."""
-    core = CoordinatorStep(settings, live, late_requests, changed_groups)
+    the watermark, `changed_groups` collects the groups' latest states, `metrics` gets the calls' times."""
+    core = CoordinatorStep(settings, live, late_requests, changed_groups, metrics)
 
     def step(key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: SparkGroupState) -> Iterator[pd.DataFrame]:
+        started = time.perf_counter()
         invalid, group_id = bool(key[0]), str(key[1])
         frames = [pdf for pdf in batches if len(pdf)]
         rows = None if not frames else frames[0] if len(frames) == 1 else pd.concat(frames)
@@ -250,9 +276,12 @@ def make_group_step(settings: Mapping[str, Any], live: bool, late_requests: Accu
             (raw, None if ts is None or ts != ts else int(ts))
             for pack, times in zip(rows["records"], rows["record_ts"], strict=True)
             for raw, ts in zip(pack, times, strict=True)]
+        received = time.perf_counter()
         stored = state.get[0] if state.exists else None
+        loaded = time.perf_counter()
         outcome = core.group(group_id, records, None if stored is None else bytes(stored),
                              state.getCurrentWatermarkMs())
+        computed = time.perf_counter()
         if outcome.state is None:
             if state.exists:
                 state.remove()
@@ -262,6 +291,7 @@ def make_group_step(settings: Mapping[str, Any], live: bool, late_requests: Accu
                 # EventTimeTimeout fires once the watermark is strictly past the timeout (PySpark's
                 # GroupState docs; Spark's FlatMapGroupsWithStateExec: timeout < watermark).
                 state.setTimeoutTimestamp(max(outcome.wake_at_ms - 1, 1))  # 0: no timeout
+        core.report(started, received, loaded, computed, time.perf_counter())
         yield _frame(outcome.rows)
 
     return step
@@ -277,19 +307,21 @@ class CoordinatorProcessor(StatefulProcessor):
     """
 
     def __init__(self, settings: Mapping[str, Any], live: bool, late_requests: Accumulator[int] | None = None,
-                 changed_groups: Accumulator[ChangedGroups] | None = None) -> None:
+                 changed_groups: Accumulator[ChangedGroups] | None = None, metrics: TaskMetrics | None = None) -> None:
         self.settings = dict(settings)
         self.live = live
         self.late_requests = late_requests
         self.changed_groups = changed_groups
+        self.metrics = metrics
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
         self.state = handle.getValueState("group", TWS_STATE_SCHEMA)
-        self.core = CoordinatorStep(self.settings, self.live, self.late_requests, self.changed_groups)
+        self.core = CoordinatorStep(self.settings, self.live, self.late_requests, self.changed_groups, self.metrics)
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Row]:
         # Rows unpack by position, in OPERATOR_COLUMNS' order: a Row's lookup by name scans its field names.
+        started = time.perf_counter()
         packs = sorted(rows, key=_log_position)  # they almost always come in order: a linear pass then
         if bool(key[0]):
             yield from _rows(self.core.invalid(
@@ -297,18 +329,22 @@ class CoordinatorProcessor(StatefulProcessor):
                 for letter, answer, reply_to in zip(letters, answers, reply_tos, strict=True)))
             return
         records = [record for _, _, _, _, values, times, *_ in packs for record in zip(values, times, strict=True)]
-        yield from self._step(str(key[1]), records, timerValues)
+        yield from self._step(str(key[1]), records, timerValues, started)
 
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues,
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Row]:
         # Spark deletes the fired timer after this call; the step arms the next one, always a later one.
-        yield from self._step(str(key[1]), [], timerValues, fired=expiredTimerInfo.getExpiryTimeInMs())
+        yield from self._step(str(key[1]), [], timerValues, time.perf_counter(),
+                              fired=expiredTimerInfo.getExpiryTimeInMs())
 
     def _step(self, group_id: str, records: list[tuple[bytes, int | None]], timer_values: TimerValues,
-              fired: int | None = None) -> Iterator[Row]:
+              started: float, fired: int | None = None) -> Iterator[Row]:
+        received = time.perf_counter()
         stored = self.state.get()
+        loaded = time.perf_counter()
         outcome = self.core.group(group_id, records, None if stored is None else bytes(stored[0]),
                                   timer_values.getCurrentWatermarkInMs())
+        computed = time.perf_counter()
         # The timer still registered for the group: Spark deletes the one that fired after this call.
         timer = None if stored is None or stored[1] == fired else stored[1]
         # An earlier timer than needed stays: it finds nothing due when it fires and arms the later one. Moving
@@ -326,6 +362,7 @@ class CoordinatorProcessor(StatefulProcessor):
             self.state.update((outcome.state, timer))
         elif stored is not None:
             self.state.clear()
+        self.core.report(started, received, loaded, computed, time.perf_counter())
         yield from _rows(outcome.rows)
 
     def close(self) -> None:
@@ -361,14 +398,16 @@ def _records_where(condition: Column) -> Column:
 
 
 def coordinator_operator(settings: Mapping[str, Any], live: bool, late_requests: Accumulator[int] | None = None,
-                         changed_groups: Accumulator[ChangedGroups] | None = None) -> StatefulOperator:
+                         changed_groups: Accumulator[ChangedGroups] | None = None,
+                         metrics: TaskMetrics | None = None) -> StatefulOperator:
     """Step 3: the configured stateful operator running `CoordinatorStep` on every group's packs."""
 
     def apply(grouped: GroupedData) -> DataFrame:
         if stateful_operator(settings) == TRANSFORM_WITH_STATE:
-            return grouped.transformWithState(CoordinatorProcessor(settings, live, late_requests, changed_groups),
+            return grouped.transformWithState(CoordinatorProcessor(settings, live, late_requests, changed_groups,
+                                                                   metrics),
                                               OUTPUT_SCHEMA, "Append", "EventTime")
-        return grouped.applyInPandasWithState(make_group_step(settings, live, late_requests, changed_groups),
+        return grouped.applyInPandasWithState(make_group_step(settings, live, late_requests, changed_groups, metrics),
                                               OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout)
 
     return apply
@@ -377,11 +416,13 @@ def coordinator_operator(settings: Mapping[str, Any], live: bool, late_requests:
 def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: bool, source: str = "topic",
                    late_requests: Accumulator[int] | None = None,
                    changed_groups: Accumulator[ChangedGroups] | None = None,
+                   metrics: TaskMetrics | None = None,
                    operator: StatefulOperator | None = None) -> DataFrame:
     """The whole query from a DataFrame of records (value binary, partition, offset, timestamp) to output rows.
 
     `late_requests`, if given, counts the requests processed after the watermark had passed them;
     `changed_groups`, if given, collects the latest (state, generation) of every group whose snapshot is written;
+    `metrics`, if given, gets the operator's times (task_metrics);
     `operator` replaces step 3 (default: `coordinator_operator`), so a measurement can run the same plan
     around another operator.
     """
@@ -407,4 +448,4 @@ def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: boo
         "event_time", metadata={"spark.watermarkDelayMs": lateness})
     grouped = parsed.filter(F.col("kind") != "tick").select(*OPERATOR_COLUMNS, never_late).groupBy(
         "invalid", "group_id")
-    return (operator or coordinator_operator(settings, live, late_requests, changed_groups))(grouped)
+    return (operator or coordinator_operator(settings, live, late_requests, changed_groups, metrics))(grouped)

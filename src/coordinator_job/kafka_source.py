@@ -12,12 +12,15 @@ Streaming read options:
   ``pollTimeoutMs`` (default 60000: how long a task may take to read its whole offset range; past that
   it fails, and Spark retries it),
   ``fetchMaxWaitMs`` (default 500: how long the broker may hold a task's fetch, see broker.READER_FETCH_MAX_WAIT_MS;
-  a task doubles it, up to 8 s, while the broker answers with nothing below its high watermark).
+  a task doubles it, up to 8 s, while the broker answers with nothing below its high watermark),
+  ``taskMetricsAccumulator`` (optional: the id of the job's task-metrics accumulator, to which each task adds the
+  time it took to read its range; see task_metrics).
 
 Offsets (stored by Spark in the checkpoint) are ``{"<partition>": <next offset>}``; partition ids
 are strings because the offsets round-trip through JSON. Partitions that appear later start at 0.
 
-Write options (streaming and batch): ``kafka.bootstrap.servers``. Input rows need ``topic string``
+Write options (streaming and batch): ``kafka.bootstrap.servers``, ``taskMetricsAccumulator`` (as for reading: the
+time each task took to produce and to flush its records). Input rows need ``topic string``
 and ``value binary|string`` (null = tombstone) and may have ``key binary|string``. Keys are placed
 with kafka-python's default partitioner (murmur2, as the Java client). Delivery is at-least-once:
 a retried task re-sends its rows.
@@ -52,6 +55,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import BinaryType, StringType, StructType
 
+from . import task_metrics
 from .broker import FETCH_MAX_WAIT_MS, READER_FETCH_MAX_WAIT_MS, log_end_offsets
 
 log = logging.getLogger(__name__)
@@ -98,6 +102,7 @@ class ReaderOptions:
     max_records_per_batch: int | None = None
     poll_timeout_ms: int = 60_000
     fetch_max_wait_ms: int = READER_FETCH_MAX_WAIT_MS
+    metrics_accumulator: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReaderOptions:
@@ -115,6 +120,7 @@ class ReaderOptions:
             max_records_per_batch=_positive_int(options, "maxRecordsPerBatch"),
             poll_timeout_ms=_positive_int(options, "pollTimeoutMs") or cls.poll_timeout_ms,
             fetch_max_wait_ms=_positive_int(options, "fetchMaxWaitMs") or cls.fetch_max_wait_ms,
+            metrics_accumulator=options.get(task_metrics.ACCUMULATOR_OPTION),
         )
 
 
@@ -158,7 +164,7 @@ def cap_offsets(start: Offsets, end: Offsets, max_records: int) -> Offsets:
 
 @dataclass(frozen=True)
 class KafkaOffsetRange(InputPartition):
-    """One Spark input partition: offsets [start, end) of one Kafka partition."""
+    """Offsets [start, end) of one Kafka partition: a task reads one or more (KafkaRanges)."""
 
     bootstrap_servers: str
     topic: str
@@ -167,6 +173,40 @@ class KafkaOffsetRange(InputPartition):
     end: int
     poll_timeout_ms: int
     fetch_max_wait_ms: int = READER_FETCH_MAX_WAIT_MS
+
+
+# A micro-batch's ranges go to one task until it holds this many records: an idle batch (ticks) or a light load's is
+# read and parsed by one task instead of one per Kafka partition (each task costs scheduling and the round trips of
+# two Python workers, measured by `coordinator bench --live`); a larger batch still gets a task per partition, parsed
+# in parallel.
+RECORDS_PER_TASK = 5_000
+
+
+@dataclass(frozen=True)
+class KafkaRanges(InputPartition):
+    """One Spark input partition: offset ranges of distinct Kafka partitions, read one after the other in partition
+    order (so the rows come in (partition, offset) order, as the stateful operator expects them)."""
+
+    ranges: tuple[KafkaOffsetRange, ...]
+    metrics_accumulator: str | None = None
+
+
+def pack_ranges(ranges: Sequence[KafkaOffsetRange], records_per_task: int,
+                metrics_accumulator: str | None = None) -> list[KafkaRanges]:
+    """`ranges` (in partition order) in tasks: consecutive ones together while a task holds at most
+    `records_per_task` records; a larger range alone."""
+    tasks: list[KafkaRanges] = []
+    current: list[KafkaOffsetRange] = []
+    size = 0
+    for part in ranges:
+        if current and size + part.end - part.start > records_per_task:
+            tasks.append(KafkaRanges(tuple(current), metrics_accumulator))
+            current, size = [], 0
+        current.append(part)
+        size += part.end - part.start
+    if current:
+        tasks.append(KafkaRanges(tuple(current), metrics_accumulator))
+    return tasks
 
 
 class RangeReadTimeout(TimeoutError):
@@ -289,6 +329,16 @@ def read_offset_range(part: KafkaOffsetRange) -> Iterator[tuple[Any, ...]]:
         raise
 
 
+def read_ranges(task: KafkaRanges) -> Iterator[tuple[Any, ...]]:
+    """Every range of `task`, in order (read_offset_range); the time it took to the task metrics, if named."""
+    started = time.perf_counter()
+    for part in task.ranges:
+        yield from read_offset_range(part)
+    metrics = task_metrics.metrics_for_task(task.metrics_accumulator)
+    if metrics is not None:
+        metrics.add({task_metrics.SOURCE_READ_MS: task_metrics.since_ms(started), task_metrics.SOURCE_TASKS: 1})
+
+
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Driver-side planning of micro-batches over one topic; executors read via ``read``.
 
@@ -359,8 +409,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._latest_seen
 
     def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
-        """One input partition per Kafka partition with a non-empty [start, end) range."""
-        return [
+        """The Kafka partitions' non-empty [start, end) ranges, packed into tasks (pack_ranges)."""
+        return pack_ranges([
             KafkaOffsetRange(
                 bootstrap_servers=self.options.bootstrap_servers,
                 topic=self.options.topic,
@@ -372,12 +422,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
             for p in sorted(end, key=int)
             if end[p] > start.get(p, 0)
-        ]
+        ], RECORDS_PER_TASK, self.options.metrics_accumulator)
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        """Read one offset range on an executor with its own short-lived consumer."""
-        assert isinstance(partition, KafkaOffsetRange)
-        return read_offset_range(partition)
+        """Read one task's offset ranges on an executor, with the worker's consumers."""
+        assert isinstance(partition, KafkaRanges)
+        return read_ranges(partition)
 
     def stop(self) -> None:
         """Close the driver-side consumer when the query stops."""
@@ -414,8 +464,11 @@ def _as_bytes(value: bytes | bytearray | str | None) -> bytes | None:
     return bytes(value)
 
 
-def produce_rows(bootstrap_servers: str, rows: Iterator[Row]) -> KafkaCommitMessage:
-    """Send every row, wait until Kafka acknowledged all of them (acks=all), raise on any failure."""
+def produce_rows(bootstrap_servers: str, rows: Iterator[Row],
+                 metrics: task_metrics.TaskMetrics | None = None) -> KafkaCommitMessage:
+    """Send every row, wait until Kafka acknowledged all of them (acks=all), raise on any failure; add to `metrics`
+    the time spent waiting for the rows (upstream: in a micro-batch, the shuffle read and the stateful operator),
+    sending them and flushing."""
     producer = _cached_client(_WRITERS, bootstrap_servers, lambda: KafkaProducer(
         bootstrap_servers=bootstrap_servers,
         client_id=f"{SOURCE_NAME}-writer",
@@ -425,16 +478,29 @@ def produce_rows(bootstrap_servers: str, rows: Iterator[Row]) -> KafkaCommitMess
     ))
     try:
         futures = []
+        waiting = sending = 0.0
+        clock = time.perf_counter
+        asked = clock()
         for row in rows:
+            got = clock()
+            waiting += got - asked
             fields = row.asDict()
             topic = fields["topic"]
             if not topic:
                 raise ValueError(f"{SOURCE_NAME} sink: row without a topic: {row!r}")
             key, value = _as_bytes(fields.get("key")), _as_bytes(fields["value"])
             futures.append(producer.send(topic, key=key, value=value))
+            asked = clock()
+            sending += asked - got
+        waiting += clock() - asked
+        flushing = clock()
         producer.flush()
         for future in futures:
             future.get()  # re-raises the send error so Spark fails and retries the task
+        if metrics is not None:
+            metrics.add({task_metrics.SINK_UPSTREAM_MS: waiting * 1000, task_metrics.SINK_PRODUCE_MS: sending * 1000,
+                         task_metrics.SINK_FLUSH_MS: task_metrics.since_ms(flushing),
+                         task_metrics.SINK_RECORDS: len(futures)})
         return KafkaCommitMessage(records=len(futures))
     except BaseException:
         _drop_client(_WRITERS, bootstrap_servers)
@@ -444,13 +510,14 @@ def produce_rows(bootstrap_servers: str, rows: Iterator[Row]) -> KafkaCommitMess
 class KafkaStreamWriter(DataSourceStreamWriter):
     """Micro-batch sink: each task produces its rows and flushes before reporting success."""
 
-    def __init__(self, bootstrap_servers: str, schema: StructType) -> None:
+    def __init__(self, bootstrap_servers: str, schema: StructType, metrics_accumulator: str | None = None) -> None:
         _check_write_schema(schema)
         self.bootstrap_servers = bootstrap_servers
+        self.metrics_accumulator = metrics_accumulator
 
     def write(self, iterator: Iterator[Row]) -> KafkaCommitMessage:
         """Produce this task's rows (runs on an executor)."""
-        return produce_rows(self.bootstrap_servers, iterator)
+        return produce_rows(self.bootstrap_servers, iterator, task_metrics.metrics_for_task(self.metrics_accumulator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Log how much the micro-batch wrote; the records are already durable in Kafka."""
@@ -492,7 +559,8 @@ class KafkaDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> KafkaStreamWriter:
         """Writer for ``df.writeStream.format("coordinator_kafka")``."""
-        return KafkaStreamWriter(_required(self.options, "kafka.bootstrap.servers"), schema)
+        return KafkaStreamWriter(_required(self.options, "kafka.bootstrap.servers"), schema,
+                                 self.options.get(task_metrics.ACCUMULATOR_OPTION))
 
     def writer(self, schema: StructType, overwrite: bool) -> KafkaBatchWriter:
         """Writer for ``df.write.format("coordinator_kafka")``."""

@@ -28,11 +28,14 @@ from coordinator_state import tick_envelope, to_json
 from .broker import create_topics, read_compacted
 from .metrics import JobMetrics
 from .settings import ROOT
+from .task_metrics import ACCUMULATOR_OPTION, Breakdown, Metrics, TaskMetrics, task_metrics
 
 log = logging.getLogger(__name__)
 
 # How often the monitor totals the query's progress.
 MONITOR_INTERVAL_S = 1.0
+# The status line's breakdown covers the batches of this many of the monitor's readings.
+RECENT_READINGS = 5
 
 
 def topic_specs(settings: Mapping[str, Any]) -> list[tuple[str, int, bool]]:
@@ -127,14 +130,21 @@ class LiveStatus:
     late_requests: int = 0
     seen: set[str] = field(default_factory=set)
     job_metrics: JobMetrics | None = None  # told of every new progress report
+    # Where the time of the batches went, over the last few readings (see `task_metrics`).
+    recent: list[Breakdown] = field(default_factory=list)
+    task_metrics: Metrics = field(default_factory=dict)
 
-    def update(self, query: StreamingQuery) -> None:
-        """Counts the progress reports of `query` not counted yet."""
+    def update(self, query: StreamingQuery, task_metrics: Metrics) -> None:
+        """Counts the progress reports of `query` not counted yet; `task_metrics` is the accumulator's sum now."""
+        reading = Breakdown()
+        reading.add_tasks(self.task_metrics, task_metrics)
+        self.task_metrics = dict(task_metrics)
         for progress in query.recentProgress:
             key = f"{progress['id']}:{progress['batchId']}"
             if key in self.seen:
                 continue
             self.seen.add(key)
+            reading.add_reports([progress])
             self.batches += 1
             self.input_rows += int(progress.get("numInputRows") or 0)
             duration = (progress.get("durationMs") or {}).get("triggerExecution")
@@ -147,6 +157,14 @@ class LiveStatus:
                 self.metrics[name] = self.metrics.get(name, 0) + value
             if self.job_metrics is not None:
                 self.job_metrics.progress(progress, counted.get("dead_letters", 0))
+        self.recent = [*self.recent[-(RECENT_READINGS - 1):], reading]
+
+    def breakdown(self) -> Breakdown:
+        """The breakdown of the batches of the last few readings."""
+        total = Breakdown()
+        for reading in self.recent:
+            total.merge(reading)
+        return total
 
     def line(self) -> str:
         recent = self.batch_ms[-20:]
@@ -154,7 +172,7 @@ class LiveStatus:
         return (f"batches {self.batches}  records {self.input_rows}  requests {self.metrics.get('requests', 0)}  "
                 f"dead letters {self.metrics.get('dead_letters', 0)}  late {self.late_requests}  "
                 f"ticks {self.metrics.get('ticks', 0)}  "
-                f"batch {mean:.0f} ms  watermark {self.last_watermark or '-'}")
+                f"batch {mean:.0f} ms  watermark {self.last_watermark or '-'}  |  {self.breakdown().line()}")
 
     def summary(self) -> dict[str, Any]:
         ordered = sorted(self.batch_ms)
@@ -170,11 +188,13 @@ class LiveStatus:
 
 def start_query(spark: SparkSession, settings: Mapping[str, Any], checkpoint: Path, *, available_now: bool = False,
                 late_requests: Accumulator[int] | None = None,
-                changed_groups: Accumulator[ChangedGroups] | None = None) -> StreamingQuery:
+                changed_groups: Accumulator[ChangedGroups] | None = None,
+                metrics: TaskMetrics | None = None) -> StreamingQuery:
     """Starts the production query: Kafka in, Kafka out, offsets and state in `checkpoint`.
 
     `late_requests`, a Spark accumulator, if given, counts the requests that arrived after the watermark;
-    `changed_groups` (a `LatestPerGroup` accumulator) collects the groups' latest states.
+    `changed_groups` (a `LatestPerGroup` accumulator) collects the groups' latest states; `metrics` gets the tasks'
+    times (task_metrics).
     """
     from .job import build_pipeline
 
@@ -184,15 +204,17 @@ def start_query(spark: SparkSession, settings: Mapping[str, Any], checkpoint: Pa
     jvm: Any = spark.sparkContext._jvm
     jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
     bootstrap = settings["bootstrap.servers"]
-    records = (spark.readStream.format("coordinator_kafka")
+    metrics_option = {} if metrics is None else {ACCUMULATOR_OPTION: str(metrics.aid)}
+    records = (spark.readStream.format("coordinator_kafka").options(**metrics_option)
                .option("kafka.bootstrap.servers", bootstrap)
                .option("subscribe", settings["coordinator.requests.topic"])
                .option("startingOffsets", settings["coordinator.starting.offsets"])
                .option("maxRecordsPerBatch", str(settings["coordinator.max.records.per.batch"]))
                .option("fetchMaxWaitMs", str(settings["coordinator.source.fetch.max.wait.ms"]))
                .load())
-    output = build_pipeline(records, settings, live=True, late_requests=late_requests, changed_groups=changed_groups)
-    writer = (output.writeStream.format("coordinator_kafka")
+    output = build_pipeline(records, settings, live=True, late_requests=late_requests, changed_groups=changed_groups,
+                            metrics=metrics)
+    writer = (output.writeStream.format("coordinator_kafka").options(**metrics_option)
               .option("kafka.bootstrap.servers", bootstrap)
               .option("checkpointLocation", str(checkpoint))
               .queryName(str(settings["coordinator.query.name"])))
@@ -221,6 +243,7 @@ class LiveJob:
         self._late_requests = spark.sparkContext.accumulator(0)
         # The latest state of every group changed since this driver started.
         self._changed_groups = spark.sparkContext.accumulator({}, LatestPerGroup())
+        self.task_metrics = task_metrics(spark.sparkContext)
         self._queries: list[StreamingQuery] = []
         self._ticks: TickWriter | None = None
         self._lock = threading.Lock()  # the monitor and the caller both total the progress
@@ -235,7 +258,8 @@ class LiveJob:
             self._count_groups_so_far()
         self._ticks = TickWriter(self.settings).start()
         self._queries.append(start_query(self.spark, self.settings, self.checkpoint,
-                                         late_requests=self._late_requests, changed_groups=self._changed_groups))
+                                         late_requests=self._late_requests, changed_groups=self._changed_groups,
+                                         metrics=self.task_metrics))
         self.starts += 1
 
     def _count_groups_so_far(self) -> None:
@@ -293,7 +317,7 @@ class LiveJob:
         """Totals the progress reported since the last call."""
         with self._lock:
             for query in self._queries:
-                self.status.update(query)
+                self.status.update(query, self.task_metrics.value)
             self.status.late_requests = int(self._late_requests.value)
             self.metrics.late_requests(self.status.late_requests)
             # Copied at once: task results are merged on another thread. Entries seen before change nothing.

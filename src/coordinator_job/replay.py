@@ -69,6 +69,7 @@ class SparkReplayOutput:
     snapshots: dict[str, str] = field(default_factory=dict)  # group id -> final snapshot or tombstone line
     offsets: dict[str, str] = field(default_factory=dict)  # GROUP/TOPIC/PARTITION -> final value or tombstone
     late_requests: int = 0
+    task_metrics: dict[str, float] = field(default_factory=dict)  # what the tasks timed and counted (task_metrics)
 
 
 PROGRESS_INTERVAL_S = 2
@@ -96,13 +97,16 @@ def replay_spark_to_files(path: Path, settings: Mapping[str, Any], records_per_b
 
     from .job import build_pipeline
     from .spark_session import build_session
+    from .task_metrics import task_metrics
 
     spark = build_session(settings, master, app_name="coordinator-replay")
     records = spark.readStream.format("coordinator_file").option("path", str(path))
     if records_per_batch:
         records = records.option("maxRecordsPerBatch", str(records_per_batch))
     late_requests = spark.sparkContext.accumulator(0)
-    output = build_pipeline(records.load(), settings, live=False, source="file", late_requests=late_requests)
+    metrics = task_metrics(spark.sparkContext)
+    output = build_pipeline(records.load(), settings, live=False, source="file", late_requests=late_requests,
+                            metrics=metrics)
     result = SparkReplayOutput()
     responses_topic = settings["coordinator.responses.topic"]
     dead_letters_topic = settings["coordinator.dead.letters.topic"]
@@ -134,6 +138,7 @@ def replay_spark_to_files(path: Path, settings: Mapping[str, Any], records_per_b
                             result.offsets[key] = offset_tombstone(key) if value is None else str(value)
                         else:
                             result.snapshots[key] = tombstone(key) if value is None else str(value)
+    result.task_metrics = dict(metrics.value)
     result.late_requests = int(late_requests.value)
     result.offsets = dict(sorted(result.offsets.items()))
     return result

@@ -13,7 +13,7 @@ import json
 import struct
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from coordinator_state import SIMULATION_EPOCH_MS as EPOCH_MS
@@ -250,9 +250,12 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     add_spark_bench_arguments(parser)
 
 
-def bench_main(args: argparse.Namespace, settings: Mapping[str, Any]) -> int:
-    if args.engine != "local":
-        spark_figures = spark_bench_main(args, settings)
+def bench_main(args: argparse.Namespace, settings: Mapping[str, Any],
+               show: Callable[[str], None] = lambda line: None) -> int:
+    """The figures of `args.engine` (with `--live`, the live path on Spark); `show` gets the live path's status
+    line."""
+    if args.engine != "local" or args.live:
+        spark_figures = spark_bench_main(args, settings, show)
         print(json.dumps(spark_figures) if args.json else json.dumps(spark_figures, indent=2))
         return 0
     print(f"building {args.groups} Stable groups x {args.members} members...", file=sys.stderr)

@@ -6,9 +6,10 @@ Two paths over the same kind of traffic (`coordinator_lab.traffic_gen`):
   per-group function (the design's ceiling), and the plan cut after the source and after the parse
   stage (each stage's share is the difference between two cuts); with `--tws` (the default) the full plan
   and its ceiling also under `transformWithState`, each right after its `applyInPandasWithState` twin;
-- live: the job on the embedded broker; first idle (ticks only: the time of an almost empty
-  micro-batch), then members join and sync, then heartbeats at a fixed offered rate, each answer's
-  latency measured from the request's send to the response's read.
+- live (`--live`: this path only): the job on the embedded broker under `coordinator_lab.live_load`'s steady load
+  (as `coordinator soak`'s), under each operator of `--operator` in turn; first idle (ticks only: the time of an
+  almost empty micro-batch), then members join and sync, then heartbeats at a fixed offered rate, each answer's
+  latency measured from the request's send to the response's read; the per-batch breakdown idle and under load.
 Memory: the peak RSS of the driver (Python and JVM) and of the largest Python worker, sampled.
 """
 
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import tempfile
 import threading
@@ -26,18 +26,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from coordinator_job.settings import APPLY_IN_PANDAS_WITH_STATE, TRANSFORM_WITH_STATE, stateful_operator
+from coordinator_job.settings import (
+    APPLY_IN_PANDAS_WITH_STATE,
+    STATEFUL_OPERATORS,
+    TRANSFORM_WITH_STATE,
+    stateful_operator,
+)
 from coordinator_state import encode_group
-from coordinator_state.envelope import API, Api, ResponseKey, response_key, routing_group_id
 
 from .bench_restart import run_restart
-from .measuring import ProgressLog, breakdown, log
+from .live_load import LoadPlan, run_live_load
+from .measuring import ProgressLog, breakdown, children, log, percentile, tree_cpu_seconds
 from .traffic_gen import (
-    HEARTBEAT_INTERVAL_MS,
     generate,
-    heartbeat_request,
-    join_request,
-    sync_request,
 )
 
 # Heartbeats from this correlation id on are the measured ones (those sent during the set-up are not).
@@ -46,15 +47,6 @@ MEASURED_CORRELATION = 100_000
 # (a member that has not synced within the rebalance timeout after its join answer is removed).
 LIVE_SESSION_TIMEOUT_MS = 120_000
 WARM_UP_BATCHES = 3
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """The nearest-rank percentile (q in 0..100) of `values`, None if there are none."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return float(ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))])
 
 
 def _rss_kb(pid: int, field: str) -> int:
@@ -68,44 +60,12 @@ def _rss_kb(pid: int, field: str) -> int:
     return 0
 
 
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as fh:
-                found += [int(c) for c in fh.read().split()]
-    except OSError:
-        pass
-    return found
-
-
 def _cmdline(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
             return fh.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
-
-
-def _cpu_ticks(pid: int) -> int:
-    """User + system time of `pid` and of its children it has reaped, in clock ticks."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0
-    return sum(int(f) for f in fields[11:15])
-
-
-def tree_cpu_seconds() -> float:
-    """CPU time of this process and every descendant (the JVM, its Python workers): contention on a shared
-    machine stretches wall time, much less CPU time."""
-    total, frontier = 0, [os.getpid()]
-    while frontier:
-        pid = frontier.pop()
-        total += _cpu_ticks(pid)
-        frontier += _children(pid)
-    return total / CLOCK_TICKS
 
 
 class MemorySampler:
@@ -129,13 +89,13 @@ class MemorySampler:
 
     def sample(self) -> None:
         me = os.getpid()
-        jvms = [c for c in _children(me) if "java" in _cmdline(c)]
+        jvms = [c for c in children(me) if "java" in _cmdline(c)]
         jvm_kb = sum(_rss_kb(j, "VmRSS:") for j in jvms)
         workers: list[int] = []
         frontier = list(jvms)
         while frontier:
             pid = frontier.pop()
-            for child in _children(pid):
+            for child in children(pid):
                 frontier.append(child)
                 if " -m pyspark." in _cmdline(child):  # the daemon, its workers, the data source runners
                     workers.append(child)
@@ -175,9 +135,10 @@ def run_local(lines: list[bytes], settings: Mapping[str, Any]) -> tuple[float, f
 
 
 def run_spark_plan(spark: Any, path: Path, settings: Mapping[str, Any], records_per_batch: int, cut: str,
-                   progress: ProgressLog) -> tuple[float, float, list[dict[str, Any]], int]:
+                   progress: ProgressLog) -> tuple[float, float, list[dict[str, Any]], int, dict[str, float]]:
     """One replay of the file through the plan cut at `cut` (source, parse, ceiling, full): wall seconds, CPU
-    seconds (driver, JVM and workers), progress reports, output rows.
+    seconds (driver, JVM and workers), progress reports, output rows, the tasks' metrics (coordinator_job.task_metrics;
+    the full plan's only).
 
     `full` is the replay path itself (`replay_spark_to_files`); the cuts end in Spark's no-op sink.
     """
@@ -189,7 +150,8 @@ def run_spark_plan(spark: Any, path: Path, settings: Mapping[str, Any], records_
         from coordinator_job.replay import replay_spark_to_files
 
         with tempfile.TemporaryFile() as responses:
-            rows = replay_spark_to_files(path, settings, records_per_batch, None, None, responses, None).responses
+            written = replay_spark_to_files(path, settings, records_per_batch, None, None, responses, None)
+        rows, tasks = written.responses, written.task_metrics
     else:
         from pyspark.sql import functions as F
 
@@ -211,10 +173,10 @@ def run_spark_plan(spark: Any, path: Path, settings: Mapping[str, Any], records_
             query = (output.writeStream.format("noop").option("checkpointLocation", checkpoint)
                      .trigger(availableNow=True).start())
             query.awaitTermination()
-        rows = 0
+        rows, tasks = 0, {}
     elapsed, cpu = time.perf_counter() - started, tree_cpu_seconds() - cpu
     progress.await_end(ended)  # the listener's last report arrives asynchronously
-    return elapsed, cpu, progress.since(mark), rows
+    return elapsed, cpu, progress.since(mark), rows, tasks
 
 
 def state_bytes_per_member(lines: list[bytes], settings: Mapping[str, Any], members: int) -> float:
@@ -230,228 +192,6 @@ def state_bytes_per_member(lines: list[bytes], settings: Mapping[str, Any], memb
 
 
 # ---------------------------------------------------------------- live
-
-
-class LiveLoad:
-    """Static members on the embedded broker: join, sync, then heartbeats at `rate` per second; answers timed.
-
-    Static only: a dynamic member's second join waits for its first answer, so on a slow job it arrives after
-    the initial rebalance and starts another, which this simple client would have to follow."""
-
-    def __init__(self, settings: Mapping[str, Any], groups: int, members: int) -> None:
-        from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-
-        self.settings = settings
-        self.groups = groups
-        self.members = members
-        bootstrap = settings["bootstrap.servers"]
-        self.requests_topic = str(settings["coordinator.requests.topic"])
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=2, acks=1, client_id="bench-load")
-        # A short wait: Tansu checks for new records at the log end after half the wait, then half the rest, ...
-        # so the wait bounds how late an answer is seen; it is also the time Tansu's fetch may take to list the
-        # response log's batches (coordinator_lab.fetch_cost), which the sink writes few and large.
-        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                                      fetch_max_wait_ms=50, client_id="bench-answers")
-        topic = str(settings["coordinator.responses.topic"])
-        parts = [TopicPartition(topic, p) for p in sorted(self.consumer.partitions_for_topic(topic) or [])]
-        self.consumer.assign(parts)
-        self.consumer.seek_to_end(*parts)
-        for tp in parts:
-            self.consumer.position(tp)
-        self.sent: dict[ResponseKey, float] = {}
-        self.latencies_ms: list[float] = []
-        self.answers: list[dict[str, Any]] = []
-        self.lock = threading.Lock()
-        self._stop = threading.Event()
-        self._reader = threading.Thread(target=self._read, name="bench-answers", daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        while not self._stop.is_set():
-            for records in self.consumer.poll(timeout_ms=50).values():
-                now = time.monotonic()
-                for record in records:
-                    answer = json.loads(record.value)
-                    key = response_key(answer)
-                    with self.lock:
-                        sent = None if key is None else self.sent.pop(key, None)
-                        if (sent is not None and key is not None and answer.get(API) == Api.HEARTBEAT
-                                and key[1] >= MEASURED_CORRELATION):
-                            self.latencies_ms.append((now - sent) * 1000)
-                        self.answers.append(answer)
-
-    def send(self, request: dict[str, Any]) -> None:
-        key = response_key(request)
-        if key is not None:
-            with self.lock:
-                self.sent[key] = time.monotonic()
-        group = routing_group_id(request) or ""
-        self.producer.send(self.requests_topic, key=group.encode(), value=json.dumps(request).encode())
-
-    def take_answers(self) -> list[dict[str, Any]]:
-        with self.lock:
-            answers, self.answers = self.answers, []
-        return answers
-
-    def set_up(self, timeout_s: float) -> dict[str, dict[int, dict[str, Any]]]:
-        """Joins every member (dynamic ones twice), syncs each group once all its members joined, and keeps the
-        synced members heartbeating meanwhile (as clients do); returns group -> member -> join answer."""
-        names = [f"group-{g}" for g in range(self.groups)]
-        for group in names:
-            for member in range(self.members):
-                self.send(join_request(group, member, "", None, 1, dynamic=False,
-                                       session_timeout_ms=LIVE_SESSION_TIMEOUT_MS,
-                                       rebalance_timeout_ms=LIVE_SESSION_TIMEOUT_MS))
-        self.producer.flush()
-        joined: dict[str, dict[int, dict[str, Any]]] = {}
-        synced: dict[str, int] = {}
-        deadline = time.monotonic() + timeout_s
-        last_beat = time.monotonic()
-        correlation = 1000
-        last_log = time.monotonic()
-        while sum(synced.values()) < self.groups * self.members:
-            if time.monotonic() - last_log > 5:
-                last_log = time.monotonic()
-                log(f"live set-up: {sum(map(len, joined.values()))} joined, {sum(synced.values())} synced")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{sum(map(len, joined.values()))} joined, {sum(synced.values())} synced of "
-                                   f"{self.groups * self.members} members within {timeout_s:.0f} s")
-            time.sleep(0.05)
-            for answer in self.take_answers():
-                body, client = answer["body"], str(answer["reply_to"])
-                group, member = str(answer["group_id"]), int(client.rsplit("-c", 1)[1])
-                if answer["api"] == "Heartbeat":
-                    continue
-                if answer["api"] == "SyncGroup":
-                    if body["error_code"] != 0:
-                        raise RuntimeError(f"sync refused: {answer}")
-                    synced[group] = synced.get(group, 0) + 1
-                elif body["error_code"] == 0:
-                    joined.setdefault(group, {})[member] = body
-                    if len(joined[group]) == self.members:
-                        self._sync(group, joined[group])
-                else:
-                    raise RuntimeError(f"join refused: {answer}")
-            if time.monotonic() - last_beat > HEARTBEAT_INTERVAL_MS / 1000:
-                last_beat = time.monotonic()
-                correlation += 1
-                for group in synced:
-                    for member, body in joined[group].items():
-                        self.send(heartbeat_request(group, member, body["member_id"], body["generation_id"], None,
-                                                    correlation, dynamic=False))
-            self.producer.flush()
-        return joined
-
-    def _sync(self, group: str, bodies: dict[int, dict[str, Any]]) -> None:
-        leader = next(m for m, b in bodies.items() if b["leader"] == b["member_id"])
-        for member in [leader, *[m for m in bodies if m != leader]]:
-            body = bodies[member]
-            assignments = [b["member_id"] for b in bodies.values()] if member == leader else []
-            self.send(sync_request(group, member, body["member_id"], body["generation_id"], assignments, None, 3,
-                                   dynamic=False))
-
-    def heartbeats(self, joined: dict[str, dict[int, dict[str, Any]]], rate: float, duration_s: float,
-                   report: Callable[[int], None] | None = None) -> int:
-        """Sends heartbeats round-robin over the members at `rate` per second for `duration_s`; returns how many.
-
-        `report`, if given, is called with the count sent so far about once a second (else a log line every 5 s)."""
-        members = [(g, m, b) for g, bodies in joined.items() for m, b in bodies.items()]
-        sent = 0
-        correlation = MEASURED_CORRELATION
-        started = time.monotonic()
-        last_log = 0.0
-        while True:
-            elapsed = time.monotonic() - started
-            if elapsed >= duration_s:
-                break
-            if report is not None and elapsed - last_log >= 1:
-                last_log = elapsed
-                report(sent)
-            elif report is None and elapsed - last_log > 5:
-                last_log = elapsed
-                log(f"live load: {sent} heartbeats sent, {len(self.latencies_ms)} answered")
-            due = int(elapsed * rate)
-            while sent < due:
-                group, member, body = members[sent % len(members)]
-                if sent % len(members) == 0:
-                    correlation += 1
-                self.send(heartbeat_request(group, member, body["member_id"], body["generation_id"], None,
-                                            correlation, dynamic=False))
-                sent += 1
-            time.sleep(0.002)
-        self.producer.flush()
-        return sent
-
-    def close(self) -> None:
-        self._stop.set()
-        self._reader.join()
-        self.producer.close()
-        self.consumer.close()
-
-
-def run_live(settings: Mapping[str, Any], master: str, rate: float, duration_s: float, members: int,
-             idle_s: float, progress: ProgressLog) -> dict[str, Any]:
-    from coordinator_job.broker import EmbeddedBroker
-    from coordinator_job.live_job import LiveJob
-    from coordinator_job.spark_session import build_session
-
-    # Enough members that each heartbeats every HEARTBEAT_INTERVAL_MS at the offered rate, as real consumers do.
-    groups = max(1, math.ceil(rate * HEARTBEAT_INTERVAL_MS / 1000 / members))
-    figures: dict[str, Any] = {"live_groups": groups, "live_members": groups * members}
-    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory(prefix="bench-live-") as checkpoint:
-        live_settings = {**settings, "bootstrap.servers": broker.bootstrap_servers}
-        spark = build_session(live_settings, master, app_name="coordinator-bench")
-        progress.attach(spark)
-        job = LiveJob(spark, live_settings, Path(checkpoint))
-        with MemorySampler() as memory:
-            job.start()
-            job.wait_ready(300)
-            # The first micro-batches start the Python workers and warm the JVM: not what an idle batch costs.
-            warm_up = progress.mark()
-            deadline = time.monotonic() + 300
-            while len(progress.since(warm_up)) < WARM_UP_BATCHES and time.monotonic() < deadline:
-                time.sleep(0.2)
-            log(f"live: the job is warm; {idle_s:.0f} s idle (ticks only)")
-            mark = progress.mark()
-            cpu_before = tree_cpu_seconds()
-            time.sleep(idle_s)
-            idle = progress.since(mark)
-            idle_cpu_s = tree_cpu_seconds() - cpu_before
-            figures["idle_batch_ms"] = percentile(_batch_durations(idle, max_rows=100), 50)
-            # CPU time (driver, JVM, Python workers, broker) per idle batch: what the machine's load does not stretch.
-            figures["idle_batch_cpu_ms"] = round(idle_cpu_s * 1000 / len(idle)) if idle else None
-            figures["idle_breakdown"] = breakdown(idle)
-            load = LiveLoad(live_settings, groups, members)
-            try:
-                log(f"live: {groups} groups x {members} members join and sync")
-                set_up_started = time.monotonic()
-                joined = load.set_up(timeout_s=300)
-                figures["live_setup_s"] = round(time.monotonic() - set_up_started, 2)
-                log(f"live: heartbeats at {rate:.0f}/s for {duration_s:.0f} s")
-                mark = progress.mark()
-                sent = load.heartbeats(joined, rate, duration_s)
-                deadline = time.monotonic() + 30
-                while time.monotonic() < deadline and len(load.latencies_ms) < sent:
-                    time.sleep(0.2)
-                under_load = progress.since(mark)
-            finally:
-                load.close()
-                job.close()
-        figures.update(memory.figures("live_"))
-    latencies = load.latencies_ms
-    figures.update({
-        "offered_requests_per_s": rate,
-        "heartbeats_sent": sent,
-        "heartbeats_answered": len(latencies),
-        "latency_ms_p50": percentile(latencies, 50),
-        "latency_ms_p99": percentile(latencies, 99),
-        "batch_ms_p50": percentile(_batch_durations(under_load), 50),
-        "batch_ms_p99": percentile(_batch_durations(under_load), 99),
-        "live_breakdown": breakdown(under_load),
-    })
-    return figures
-
-
 # ---------------------------------------------------------------- command
 
 
@@ -467,6 +207,11 @@ def add_spark_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, default=2000, help="live path: heartbeats offered per second")
     parser.add_argument("--duration", type=float, default=30, help="live path: seconds of heartbeats")
     parser.add_argument("--idle", type=float, default=8, help="live path: seconds of ticks only, before the load")
+    parser.add_argument("--drain", type=float, default=30,
+                        help="live path: seconds the job gets after the load to answer the rest")
+    parser.add_argument("--operator", choices=[*STATEFUL_OPERATORS, "both"], default=None,
+                        help="live path: the stateful operator(s) to run it under, one after the other in one run "
+                             "(default: both with --live, else coordinator.stateful.operator)")
     parser.add_argument("--records-per-batch", type=int, default=100_000, help="replay micro-batch size")
     parser.add_argument("--ceiling", action=argparse.BooleanOptionalAction, default=True,
                         help="also replay with an empty per-group function, and the plan cut after the source "
@@ -474,33 +219,59 @@ def add_spark_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tws", action=argparse.BooleanOptionalAction, default=True,
                         help="replay path: also run the plan under transformWithState (the spark_tws_* and "
                              "ceiling_tws_* keys) when the configured operator is applyInPandasWithState")
-    parser.add_argument("--replay", action=argparse.BooleanOptionalAction, default=True, help="run the replay path")
-    parser.add_argument("--live", action=argparse.BooleanOptionalAction, default=True, help="run the live path")
+    paths = parser.add_mutually_exclusive_group()
+    paths.add_argument("--replay", action="store_true", help="the replay path only (default: both paths)")
+    paths.add_argument("--live", action="store_true",
+                       help="the live path only, on Spark (whatever --engine says): the job on the embedded broker "
+                            "under a steady load, latency from send to answer, the per-batch breakdown; under both "
+                            "operators unless --operator says one")
     parser.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
     parser.add_argument("--restart-groups", type=int, default=0, metavar="N",
                         help="also build a live checkpoint of N groups and time the first micro-batch of a restart "
                              "on it (0: skip)")
 
 
-def spark_bench_main(args: argparse.Namespace, settings: Mapping[str, Any]) -> dict[str, Any]:
+def spark_bench_main(args: argparse.Namespace, settings: Mapping[str, Any],
+                     show: Callable[[str], None]) -> dict[str, Any]:
     """All the figures of the module docstring for `args.engine` in spark, both."""
     figures: dict[str, Any] = {"engine": args.engine, "groups": args.groups, "members": args.members,
                                "records_per_batch": args.records_per_batch,
                                "shuffle_partitions": int(settings["coordinator.shuffle.partitions"]),
                                "stateful_operator": stateful_operator(settings)}
     progress = ProgressLog()
-    if args.replay:
+    if not args.live:
         figures.update(replay_figures(args, settings, progress))
         log(f"replay figures: {json.dumps(figures)}")
-    if args.live:
-        figures.update(run_live(settings, args.master, args.rate, args.duration, args.members, args.idle, progress))
+    if not args.replay:
+        figures.update(live_figures(args, settings, show))
     if args.restart_groups > 0:
         figures.update(run_restart(settings, args.master, args.restart_groups))
     return figures
 
 
+def live_figures(args: argparse.Namespace, settings: Mapping[str, Any], show: Callable[[str], None]) -> dict[str, Any]:
+    """The live path under each operator asked for, one after the other, and their ratios (transformWithState's
+    figure over applyInPandasWithState's) when both ran; `show` gets a status line once a second."""
+    chosen = args.operator or ("both" if args.live else stateful_operator(settings))
+    operators = STATEFUL_OPERATORS if chosen == "both" else (chosen,)
+    plan = LoadPlan(rate=args.rate, duration_s=args.duration, members=args.members, drain_s=args.drain,
+                    idle_s=args.idle, master=args.master)
+    figures: dict[str, Any] = {}
+    for operator in operators:
+        log(f"live path under {operator}")
+        figures[f"live_{operator}"] = run_live_load({**settings, "coordinator.stateful.operator": operator}, plan,
+                                                    show)
+    if len(operators) == 2:
+        pandas, tws = (figures[f"live_{operator}"] for operator in operators)
+        figures["live_tws_to_pandas"] = {
+            key: round(tws[key] / pandas[key], 3) for key in ("latency_ms_p50", "latency_ms_p99")
+            if tws.get(key) and pandas.get(key)}
+    return figures
+
+
 def replay_figures(args: argparse.Namespace, settings: Mapping[str, Any], progress: ProgressLog) -> dict[str, Any]:
     from coordinator_job.spark_session import build_session
+    from coordinator_job.task_metrics import Breakdown
 
     rounds = int(args.rounds)
     figures: dict[str, Any] = {}
@@ -543,7 +314,7 @@ def replay_figures(args: argparse.Namespace, settings: Mapping[str, Any], progre
                 # A tws_ cut is the same plan under transformWithState; its figures' names carry "_tws".
                 plan, infix = cut.removeprefix("tws_"), "_tws" if cut.startswith("tws_") else ""
                 with _stage(f"spark replay, plan cut: {cut}"):
-                    seconds, cpu, reports, rows = run_spark_plan(
+                    seconds, cpu, reports, rows, tasks = run_spark_plan(
                         spark, path, tws_settings if infix else settings, args.records_per_batch, plan, progress)
                 stage_seconds[cut], stage_cpu[cut] = seconds, cpu
                 if plan == "full":
@@ -552,6 +323,10 @@ def replay_figures(args: argparse.Namespace, settings: Mapping[str, Any], progre
                     figures[f"spark{infix}_responses"] = rows
                     figures[f"replay{infix}_batch_ms_p50"] = percentile(_batch_durations(reports, min_rows=1), 50)
                     figures[f"replay{infix}_breakdown"] = breakdown(reports)
+                    per_batch = Breakdown()
+                    per_batch.add_reports(reports)
+                    per_batch.add_tasks({}, tasks)
+                    figures[f"replay{infix}_breakdown_per_batch"] = per_batch.per_batch()
                 elif plan == "ceiling":
                     figures[f"ceiling{infix}_requests_per_s"] = round(figures["requests"] / seconds)
                     figures[f"ceiling{infix}_cpu_requests_per_s"] = round(figures["requests"] / cpu)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 import threading
 import time
@@ -101,3 +103,46 @@ def breakdown(reports: list[dict[str, Any]]) -> dict[str, Any]:
     return {"batches": len(reports), "duration_ms": totals, "state_store_ms": state,
             "state_rows": last_state.get("numRowsTotal"), "state_memory_bytes": last_state.get("memoryUsedBytes"),
             "state_sst_bytes": (last_state.get("customMetrics") or {}).get("rocksdbSstFileSize")}
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The nearest-rank percentile (q in 0..100) of `values`, None if there are none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))])
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as fh:
+                found += [int(c) for c in fh.read().split()]
+    except OSError:
+        pass
+    return found
+
+
+def _cpu_ticks(pid: int) -> int:
+    """User + system time of `pid` and of its children it has reaped, in clock ticks."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return sum(int(f) for f in fields[11:15])
+
+
+def tree_cpu_seconds() -> float:
+    """CPU time of this process and every descendant (the JVM, its Python workers): contention on a shared
+    machine stretches wall time, much less CPU time."""
+    total, frontier = 0, [os.getpid()]
+    while frontier:
+        pid = frontier.pop()
+        total += _cpu_ticks(pid)
+        frontier += children(pid)
+    return total / CLOCK_TICKS

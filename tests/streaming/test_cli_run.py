@@ -78,6 +78,9 @@ def test_run_on_the_embedded_broker_with_the_demo_clients_and_its_metrics_until_
             if found and int(found.group(2)) >= 1:
                 break
         assert "batches" in line and found.group(1) == "0"
+        # The per-batch breakdown: the tasks' own times reach the driver (the source's, the operator's).
+        assert any(re.search(r"per batch: plan \d+  read [1-9]", seen) for seen in lines), lines[-3:]
+        assert any(re.search(r"operator [1-9]\d*: input", seen) for seen in lines), lines[-3:]
         assert metrics_url is not None, "no metrics address printed"
         families, samples = scrape(metrics_url)
         job.send_signal(signal.SIGINT)  # the status thread keeps draining stderr meanwhile

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.partitioner.default import murmur2
 from pyspark import cloudpickle
@@ -23,6 +25,7 @@ from coordinator_job.kafka_source import (
     KafkaStreamReader,
     ReaderOptions,
     cap_offsets,
+    pack_ranges,
 )
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -196,6 +199,20 @@ def test_cap_offsets_spreads_the_budget_without_exceeding_it() -> None:
     assert cap_offsets(start, {"0": 0, "1": 10, "2": 5}, 10) == {"0": 0, "1": 10, "2": 5}
 
 
+@given(st.lists(st.integers(min_value=1, max_value=50), max_size=8), st.integers(min_value=1, max_value=60))
+def test_pack_ranges_keeps_every_range_in_order_and_splits_only_past_the_task_size(sizes: list[int],
+                                                                                   per_task: int) -> None:
+    ranges = [KafkaOffsetRange("b", "t", p, 100, 100 + size, 1000) for p, size in enumerate(sizes)]
+    tasks = pack_ranges(ranges, per_task, "7")
+    assert [r for task in tasks for r in task.ranges] == ranges
+    assert all(task.metrics_accumulator == "7" and task.ranges for task in tasks)
+    records = [sum(r.end - r.start for r in task.ranges) for task in tasks]
+    assert all(n <= per_task or len(task.ranges) == 1 for n, task in zip(records, tasks, strict=True))
+    # A task is cut only where the next range would not fit.
+    assert all(before + tasks[i + 1].ranges[0].end - tasks[i + 1].ranges[0].start > per_task
+               for i, before in enumerate(records[:-1]))
+
+
 def test_source_parts_pickle_even_after_use(kafka_bootstrap: str, unique_topic: Callable[[str], str]) -> None:
     topic = unique_topic("t")
     create_topics(kafka_bootstrap, [(topic, 2, False)])
@@ -204,7 +221,7 @@ def test_source_parts_pickle_even_after_use(kafka_bootstrap: str, unique_topic: 
     assert reader.initialOffset() == {"0": 0, "1": 0}  # opens the driver-side consumer
     assert reader.getDefaultReadLimit() == ReadMaxRows(7)
     try:
-        part = KafkaOffsetRange(kafka_bootstrap, topic, 0, 0, 5, 1000)
+        part = pack_ranges([KafkaOffsetRange(kafka_bootstrap, topic, 0, 0, 5, 1000)], 10)[0]
         for obj in (KafkaDataSource(options), reader, part):
             assert type(cloudpickle.loads(cloudpickle.dumps(obj))) is type(obj)
     finally:
