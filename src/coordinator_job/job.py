@@ -58,6 +58,7 @@ from coordinator_state import (
 from coordinator_state.envelope import REPLY_TO
 
 from .settings import TRANSFORM_WITH_STATE, engine_config, stateful_operator
+from .spark_session import use_state_store
 from .task_metrics import (
     ENGINE_MS,
     OPERATOR_CALLS,
@@ -424,7 +425,7 @@ def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: boo
     `changed_groups`, if given, collects the latest (state, generation) of every group whose snapshot is written;
     `metrics`, if given, gets the operator's times (task_metrics);
     `operator` replaces step 3 (default: `coordinator_operator`), so a measurement can run the same plan
-    around another operator.
+    around another operator. The query started next on `records`' session keeps its state in the configured store.
     """
     lateness = int(settings["coordinator.lateness.ms"])
     skew = int(settings["coordinator.max.clock.skew.ms"]) if live else None
@@ -448,4 +449,5 @@ def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: boo
         "event_time", metadata={"spark.watermarkDelayMs": lateness})
     grouped = parsed.filter(F.col("kind") != "tick").select(*OPERATOR_COLUMNS, never_late).groupBy(
         "invalid", "group_id")
+    use_state_store(records.sparkSession, settings)
     return (operator or coordinator_operator(settings, live, late_requests, changed_groups, metrics))(grouped)

@@ -21,6 +21,14 @@ ENV_PREFIX = "COORDINATOR__"
 APPLY_IN_PANDAS_WITH_STATE = "applyInPandasWithState"
 TRANSFORM_WITH_STATE = "transformWithState"
 STATEFUL_OPERATORS = (APPLY_IN_PANDAS_WITH_STATE, TRANSFORM_WITH_STATE)
+# The state store providers by the setting's names: RocksDB (on disk, changelog checkpoints) or Spark's default
+# HDFS-backed one (every key in memory, a delta file per commit). transformWithState runs on RocksDB only.
+STATE_STORE_PROVIDERS = {
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+}
+DEFAULT_STATE_STORES = {APPLY_IN_PANDAS_WITH_STATE: "rocksdb", TRANSFORM_WITH_STATE: "rocksdb"}
+SPARK_STATE_STORE_KEY = "spark.sql.streaming.stateStore.providerClass"
 
 DEFAULTS: dict[str, Any] = {
     **ENGINE_DEFAULTS,
@@ -40,6 +48,7 @@ DEFAULTS: dict[str, Any] = {
     "coordinator.starting.offsets": "earliest",
     "coordinator.source.fetch.max.wait.ms": 500,
     "coordinator.stateful.operator": APPLY_IN_PANDAS_WITH_STATE,
+    "coordinator.state.store": "",  # rocksdb or hdfs; empty: the operator's default (DEFAULT_STATE_STORES)
     "coordinator.metrics.listen": "",  # HOST:PORT of the Prometheus endpoint; empty: none
 }
 
@@ -102,7 +111,7 @@ def load_settings(conf_file: str | Path | None = None, overrides: Sequence[str] 
         key = key.strip()
         _check_key(key, "--set")
         settings[key] = _convert(key, value) if key in DEFAULTS else value
-    stateful_operator(settings)
+    state_store_provider(settings)
     return settings
 
 
@@ -114,6 +123,22 @@ def stateful_operator(settings: Mapping[str, Any]) -> str:
         raise SettingsError(f"coordinator.stateful.operator must be one of {', '.join(STATEFUL_OPERATORS)}, "
                             f"got {operator!r}")
     return operator
+
+
+def state_store_provider(settings: Mapping[str, Any]) -> str:
+    """The class of the state store the stateful operator keeps its groups in: `coordinator.state.store` by name,
+    else the operator's default; a `spark.sql.streaming.stateStore.providerClass` setting names it directly."""
+    operator = stateful_operator(settings)
+    if SPARK_STATE_STORE_KEY in settings:
+        return str(settings[SPARK_STATE_STORE_KEY])
+    name = str(settings.get("coordinator.state.store") or DEFAULT_STATE_STORES[operator])
+    if name not in STATE_STORE_PROVIDERS:
+        raise SettingsError(f"coordinator.state.store must be one of {', '.join(STATE_STORE_PROVIDERS)} or empty, "
+                            f"got {name!r}")
+    if operator == TRANSFORM_WITH_STATE and name != "rocksdb":
+        raise SettingsError(f"transformWithState keeps its state in RocksDB only: set coordinator.state.store to "
+                            f"rocksdb (or empty), or coordinator.stateful.operator to {APPLY_IN_PANDAS_WITH_STATE}")
+    return STATE_STORE_PROVIDERS[name]
 
 
 def engine_config(settings: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The Spark session the job runs in: RocksDB state, UTC, this interpreter for the Python workers."""
+"""The Spark session the job runs in: its state store, UTC, this interpreter for the Python workers."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from .settings import SPARK_STATE_STORE_KEY, state_store_provider
+
 ROOT = Path(__file__).resolve().parent.parent
-ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # Attempts per task, as Spark's cluster default: a source task that cannot read its range in time fails and is
 # tried again instead of failing the query (spark.task.maxFailures overrides it).
 TASK_ATTEMPTS = 4
@@ -33,6 +34,15 @@ def prepare_python_workers() -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
 
 
+def use_state_store(spark: SparkSession, settings: Mapping[str, Any]) -> None:
+    """Sets the state store of the queries started next in `spark` (one session may run both operators).
+
+    Spark records the provider in a checkpoint's offset log and restores it when a query restarts there, so a
+    checkpoint keeps the store it was written with whatever the setting says now (the two cannot read each
+    other's files); a changed `coordinator.state.store` takes effect on a fresh checkpoint."""
+    spark.conf.set(SPARK_STATE_STORE_KEY, state_store_provider(settings))
+
+
 def build_session(settings: Mapping[str, Any], master: str | None = "local[2]",
                   app_name: str = "group-coordinator") -> SparkSession:
     """A session for the coordinator; `master=None` takes spark-submit's master, else PySpark's `local[*]`."""
@@ -47,9 +57,9 @@ def build_session(settings: Mapping[str, Any], master: str | None = "local[2]",
         attempts = int(settings.get("spark.task.maxFailures", TASK_ATTEMPTS))
         builder = builder.master(with_task_attempts(master, attempts))
     conf: dict[str, str] = {
-        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
-        # A commit writes the changes to a changelog file instead of uploading a RocksDB checkpoint every
-        # micro-batch (snapshots are made in the background); Spark switches existing checkpoints either way.
+        # With RocksDB (see use_state_store), a commit writes the changes to a changelog file instead of
+        # uploading a RocksDB checkpoint every micro-batch (snapshots are made in the background); Spark
+        # switches existing checkpoints either way.
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.shuffle.partitions": str(settings["coordinator.shuffle.partitions"]),
         "spark.sql.session.timeZone": "UTC",
