@@ -307,18 +307,14 @@ def dead_lettered(letters: list[str]) -> list[tuple[int, str]]:
     return sorted((json.loads(d)["size"], json.loads(d)["sha256"]) for d in letters)
 
 
-@pytest.mark.kafka
-def test_transform_with_state_stopped_and_started_again_on_its_checkpoint_loses_and_repeats_nothing(
-        spark: SparkSession, cluster: Cluster, tmp_path: Path, full_traffic: list[bytes]) -> None:
-    """Stopped between micro-batches and started again on the same checkpoint, the query carries its groups'
-    state, timers and source offsets over: both runs together answer every request exactly once, as the local
-    replay does. The checkpoint then refuses the other operator, whose state it cannot read. (The default
-    operator's restarts are the chaos restart's and the killed job's tests.)"""
-    operator = cluster.settings["coordinator.stateful.operator"] = TRANSFORM_WITH_STATE
-    checkpoint = tmp_path / "checkpoint"
+def assert_answered_like_the_engine_in_two_runs(spark: SparkSession, cluster: Cluster, checkpoint: Path,
+                                                 full_traffic: list[bytes], between: Callable[[], None]) -> None:
+    """Runs the query on half the traffic, calls `between`, runs it again on the same checkpoint on the rest: both
+    runs together answer every request exactly once, as the local replay does."""
     half = len(full_traffic) // 2
     run_until_processed(spark, cluster, checkpoint, lambda: cluster.produce(full_traffic[:half]))
     assert cluster.read("coordinator.responses.topic")
+    between()
 
     def second_half() -> None:
         cluster.produce(full_traffic[half:])
@@ -332,6 +328,18 @@ def test_transform_with_state_stopped_and_started_again_on_its_checkpoint_loses_
     actual.dead_letters = expected.dead_letters
     assert_same(actual, expected)
 
+
+@pytest.mark.kafka
+def test_transform_with_state_stopped_and_started_again_on_its_checkpoint_loses_and_repeats_nothing(
+        spark: SparkSession, cluster: Cluster, tmp_path: Path, full_traffic: list[bytes]) -> None:
+    """Stopped between micro-batches and started again on the same checkpoint, the query carries its groups'
+    state, timers and source offsets over: both runs together answer every request exactly once, as the local
+    replay does. The checkpoint then refuses the other operator, whose state it cannot read. (The default
+    operator's restarts are the chaos restart's and the killed job's tests.)"""
+    operator = cluster.settings["coordinator.stateful.operator"] = TRANSFORM_WITH_STATE
+    checkpoint = tmp_path / "checkpoint"
+    assert_answered_like_the_engine_in_two_runs(spark, cluster, checkpoint, full_traffic, between=lambda: None)
+
     other = next(o for o in STATEFUL_OPERATORS if o != operator)
     query = start_query(spark, {**cluster.settings, "coordinator.stateful.operator": other}, checkpoint)
     try:
@@ -341,6 +349,17 @@ def test_transform_with_state_stopped_and_started_again_on_its_checkpoint_loses_
             query.processAllAvailable()
     finally:
         query.stop()
+
+
+@pytest.mark.kafka
+def test_a_checkpoint_keeps_its_state_store_when_the_setting_changes(
+        spark: SparkSession, cluster: Cluster, tmp_path: Path, full_traffic: list[bytes]) -> None:
+    """The two stores cannot read each other's files: started again under the other `coordinator.state.store`,
+    the query goes on in the store its checkpoint recorded, with every group's state (as the local replay)."""
+    cluster.settings["coordinator.state.store"] = "rocksdb"
+    assert_answered_like_the_engine_in_two_runs(
+        spark, cluster, tmp_path / "checkpoint", full_traffic,
+        between=lambda: cluster.settings.update({"coordinator.state.store": "hdfs"}))
 
 
 @pytest.mark.kafka
