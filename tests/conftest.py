@@ -60,7 +60,7 @@ def kafka_bootstrap() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """The job's own Spark session (RocksDB state, UTC, this interpreter for workers), local[2], quiet."""
+    """The job's own Spark session (each operator's state store, UTC, this interpreter for workers), local[2], quiet."""
     session = build_session(load_settings(overrides=["coordinator.shuffle.partitions=2"]), "local[2]",
                             app_name="coordinator-tests")
     yield session
