@@ -146,10 +146,6 @@ class StreamsGroup(Outbox):
             self._undo.append((container, key, container[key]))
         return container.pop(key, None)
 
-    def drain(self) -> list[Response]:
-        out, self.out = self.out, []
-        return out
-
     def is_empty(self) -> bool:
         return not self.members
 

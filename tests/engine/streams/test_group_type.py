@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from coordinator_state.config import EngineConfig
+from coordinator_state.envelope import Response
 from coordinator_state.output import to_json
 from coordinator_state.records import Reply, StreamsGroupHeartbeat, Subtopology, TopicInfo, Topology
 from coordinator_state.streams import group_type
@@ -37,7 +38,7 @@ def _send(group: StreamsGroup | None, request: StreamsGroupHeartbeat) -> Streams
         assert group_type.absent_group(request, request.timestamp_ms) is None
         group = group_type.create(request.group_id, request.timestamp_ms, CONFIG)
     group_type.handle(group, request, request.timestamp_ms)
-    group.drain()
+    group.drain_into([], [])
     return group
 
 
@@ -79,7 +80,9 @@ def test_a_heartbeat_that_raises_changes_nothing(step: str) -> None:
     assert _state(group) == before
     # and the group goes on as if the failed request had never come
     group_type.handle(group, STEPS[step]._replace(reply=STEPS[step].reply._replace(reply_to="r")), 2600)
-    assert group.drain()[0]["body"]["error_code"] == 0
+    answers: list[Response] = []
+    group.drain_into(answers, [])
+    assert answers[0]["body"]["error_code"] == 0
 
 
 def test_a_refused_join_creates_no_group() -> None:
