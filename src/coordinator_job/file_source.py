@@ -25,6 +25,8 @@ from pyspark.sql.types import StructType
 
 from coordinator_state import tick_envelope, to_json
 
+from .worker_heap import freeze_long_lived_objects
+
 SOURCE_NAME = "coordinator_file"
 SCHEMA = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
 
@@ -125,6 +127,7 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The range's lines in Arrow batches, read a chunk at a time: a batch of any size needs no more memory."""
         assert isinstance(partition, LineRange)
+        freeze_long_lived_objects()
         with open(partition.path, "rb") as fh:
             fh.seek(partition.byte_start)
             lines = itertools.chain((line.removesuffix(b"\r") for line in

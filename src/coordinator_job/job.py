@@ -68,6 +68,7 @@ from .task_metrics import (
     STATE_WRITE_MS,
     TaskMetrics,
 )
+from .worker_heap import freeze_long_lived_objects
 
 # One row per pack: a group's requests from one Arrow batch of one source partition (in log order), the
 # invalid records of one batch under the `invalid` key, or a tick. Packing moves a tenth of the rows through
@@ -119,6 +120,7 @@ def make_parser(max_clock_skew_ms: int | None, source: str) -> Parser:
     """The `mapInArrow` function of step 1. `max_clock_skew_ms` is None in a replay."""
 
     def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_long_lived_objects()
         for batch in batches:
             ticks: list[tuple[int, int, int]] = []  # event time, partition, offset
             packs: dict[tuple[bool, str | None, int], _Pack] = {}  # by (invalid, group id, partition), first seen first
@@ -261,6 +263,7 @@ def make_group_step(settings: Mapping[str, Any], live: bool, late_requests: Accu
 
     def step(key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: SparkGroupState) -> Iterator[pd.DataFrame]:
         started = time.perf_counter()
+        freeze_long_lived_objects()
         invalid, group_id = bool(key[0]), str(key[1])
         frames = [pdf for pdf in batches if len(pdf)]
         rows = None if not frames else frames[0] if len(frames) == 1 else pd.concat(frames)
@@ -316,6 +319,7 @@ class CoordinatorProcessor(StatefulProcessor):
         self.metrics = metrics
 
     def init(self, handle: StatefulProcessorHandle) -> None:
+        freeze_long_lived_objects()
         self.handle = handle
         self.state = handle.getValueState("group", TWS_STATE_SCHEMA)
         self.core = CoordinatorStep(self.settings, self.live, self.late_requests, self.changed_groups, self.metrics)

@@ -57,6 +57,7 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 
 from . import task_metrics
 from .broker import FETCH_MAX_WAIT_MS, READER_FETCH_MAX_WAIT_MS, log_end_offsets
+from .worker_heap import freeze_long_lived_objects
 
 log = logging.getLogger(__name__)
 
@@ -331,6 +332,7 @@ def read_offset_range(part: KafkaOffsetRange) -> Iterator[tuple[Any, ...]]:
 
 def read_ranges(task: KafkaRanges) -> Iterator[tuple[Any, ...]]:
     """Every range of `task`, in order (read_offset_range); the time it took to the task metrics, if named."""
+    freeze_long_lived_objects()
     started = time.perf_counter()
     for part in task.ranges:
         yield from read_offset_range(part)
@@ -469,6 +471,7 @@ def produce_rows(bootstrap_servers: str, rows: Iterator[Row],
     """Send every row, wait until Kafka acknowledged all of them (acks=all), raise on any failure; add to `metrics`
     the time spent waiting for the rows (upstream: in a micro-batch, the shuffle read and the stateful operator),
     sending them and flushing."""
+    freeze_long_lived_objects()
     producer = _cached_client(_WRITERS, bootstrap_servers, lambda: KafkaProducer(
         bootstrap_servers=bootstrap_servers,
         client_id=f"{SOURCE_NAME}-writer",
@@ -521,6 +524,7 @@ class KafkaStreamWriter(DataSourceStreamWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Log how much the micro-batch wrote; the records are already durable in Kafka."""
+        freeze_long_lived_objects()  # this runs in a reused Python process of the driver
         total = sum(m.records for m in messages if isinstance(m, KafkaCommitMessage))
         log.info("%s sink: batch %d wrote %d records", SOURCE_NAME, batchId, total)
 
@@ -559,6 +563,7 @@ class KafkaDataSource(DataSource):
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> KafkaStreamWriter:
         """Writer for ``df.writeStream.format("coordinator_kafka")``."""
+        freeze_long_lived_objects()  # created in a reused Python process of the driver, every micro-batch
         return KafkaStreamWriter(_required(self.options, "kafka.bootstrap.servers"), schema,
                                  self.options.get(task_metrics.ACCUMULATOR_OPTION))
 

@@ -28,6 +28,7 @@ from coordinator_state import tick_envelope, to_json
 from .broker import create_topics, read_compacted
 from .metrics import JobMetrics
 from .settings import ROOT
+from .spark_session import use_checkpoint
 from .task_metrics import ACCUMULATOR_OPTION, Breakdown, Metrics, TaskMetrics, task_metrics
 
 log = logging.getLogger(__name__)
@@ -218,6 +219,7 @@ def start_query(spark: SparkSession, settings: Mapping[str, Any], checkpoint: Pa
               .option("kafka.bootstrap.servers", bootstrap)
               .option("checkpointLocation", str(checkpoint))
               .queryName(str(settings["coordinator.query.name"])))
+    use_checkpoint(spark, checkpoint)
     if available_now:
         writer = writer.trigger(availableNow=True)
     else:

@@ -96,7 +96,7 @@ def replay_spark_to_files(path: Path, settings: Mapping[str, Any], records_per_b
     import pyarrow.parquet as pq
 
     from .job import build_pipeline
-    from .spark_session import build_session
+    from .spark_session import build_session, use_checkpoint
     from .task_metrics import task_metrics
 
     spark = build_session(settings, master, app_name="coordinator-replay")
@@ -118,6 +118,7 @@ def replay_spark_to_files(path: Path, settings: Mapping[str, Any], records_per_b
             frame.write.mode("overwrite").parquet(str(spool / f"{batch_id:012d}"))
 
         location = str(checkpoint) if checkpoint is not None else str(Path(scratch) / "checkpoint")
+        use_checkpoint(spark, location)
         query = (output.writeStream.foreachBatch(spill).option("checkpointLocation", location)
                  .trigger(availableNow=True).start())
         while not query.awaitTermination(PROGRESS_INTERVAL_S):

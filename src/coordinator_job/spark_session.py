@@ -8,6 +8,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
@@ -43,6 +44,28 @@ def use_state_store(spark: SparkSession, settings: Mapping[str, Any]) -> None:
     spark.conf.set(SPARK_STATE_STORE_KEY, state_store_provider(settings))
 
 
+# Spark's default checkpoint manager writes through Hadoop's FileContext, which on a local disk without Hadoop's native
+# library starts a `readlink` process for every status and rename and a `chmod` for every file it creates: ~190
+# processes per idle micro-batch, 228 ms of state store commit and 135 ms of checkpoint commit per batch. The
+# FileSystem-based manager renames with java.io (atomic on a local disk); RawLocalFileSystem writes no .crc file
+# beside each checkpoint file (Spark checksums its own state files). Only local checkpoints are affected.
+LOCAL_CHECKPOINT_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+CHECKPOINT_MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
+
+
+def use_checkpoint(spark: SparkSession, location: str | Path) -> None:
+    """Sets the checkpoint manager of the query started next in `spark` for its checkpoint `location`: the
+    FileSystem-based one for a local directory, Spark's default (atomic on HDFS and object stores) otherwise; a
+    `spark.sql.streaming.checkpointFileManagerClass` setting wins."""
+    if spark.sparkContext.getConf().contains(CHECKPOINT_MANAGER_KEY):
+        return
+    scheme = urlparse(str(location)).scheme
+    if scheme in ("", "file"):
+        spark.conf.set(CHECKPOINT_MANAGER_KEY, LOCAL_CHECKPOINT_MANAGER)
+    else:
+        spark.conf.unset(CHECKPOINT_MANAGER_KEY)
+
+
 def build_session(settings: Mapping[str, Any], master: str | None = "local[2]",
                   app_name: str = "group-coordinator") -> SparkSession:
     """A session for the coordinator; `master=None` takes spark-submit's master, else PySpark's `local[*]`."""
@@ -62,6 +85,7 @@ def build_session(settings: Mapping[str, Any], master: str | None = "local[2]",
         # switches existing checkpoints either way.
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.shuffle.partitions": str(settings["coordinator.shuffle.partitions"]),
+        "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",  # see LOCAL_CHECKPOINT_MANAGER
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",

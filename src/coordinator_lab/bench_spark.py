@@ -143,6 +143,7 @@ def run_spark_plan(spark: Any, path: Path, settings: Mapping[str, Any], records_
     `full` is the replay path itself (`replay_spark_to_files`); the cuts end in Spark's no-op sink.
     """
     from coordinator_job.job import build_pipeline, make_parser
+    from coordinator_job.spark_session import use_checkpoint
 
     mark, ended = progress.mark(), progress.ended()
     started, cpu = time.perf_counter(), tree_cpu_seconds()
@@ -170,6 +171,7 @@ def run_spark_plan(spark: Any, path: Path, settings: Mapping[str, Any], records_
             output = build_pipeline(records, settings, live=False, source="file",
                                     operator=empty_operator(settings))
         with tempfile.TemporaryDirectory(prefix="bench-checkpoint-") as checkpoint:
+            use_checkpoint(spark, checkpoint)
             query = (output.writeStream.format("noop").option("checkpointLocation", checkpoint)
                      .trigger(availableNow=True).start())
             query.awaitTermination()
