@@ -6,13 +6,13 @@ A thin adapter over `coordinator_state.run_group`. The pipeline:
    event time), a tick (event time only) or an invalid record (a dead letter, plus an answer when
    it names a `reply_to`). Invalid records carry no event time, so they cannot move the watermark.
    A group's requests from one Arrow batch of one source partition travel as one row (a pack, in
-   log order, with their latest event time), and so do the batch's invalid records.
+   log order, with their latest event time), and so do the batch's invalid records (group id null).
 2. `withWatermark(event_time, lateness)`: ticks move it too; then ticks are filtered out.
-3. `groupBy(invalid, group_id).applyInPandasWithState(EventTimeTimeout)`: per call, `run_group`
+3. `groupBy(group_id).applyInPandasWithState(EventTimeTimeout)`: per call, `run_group`
    fires the group's timers due by the watermark, processes its rows in log order and returns the
    next deadline; the timeout is set to that deadline minus one, because Spark times a key out
    only once the watermark is strictly past it (`wake_at`). Invalid records go through the same operator under
-   the `invalid` flag (no state), so the query has one output and one sink. With
+   the null group id (no state), so the query has one output and one sink. With
    `coordinator.stateful.operator = "transformWithState"` the Row-based `transformWithState` runs the same
    `CoordinatorStep` instead; its event-time timers fire once the watermark reaches them, so it arms the
    deadline itself.
@@ -23,10 +23,10 @@ A thin adapter over `coordinator_state.run_group`. The pipeline:
 
 from __future__ import annotations
 
+import pickle
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any
 
 import pandas as pd
@@ -71,18 +71,22 @@ from .task_metrics import (
 from .worker_heap import freeze_long_lived_objects
 
 # One row per pack: a group's requests from one Arrow batch of one source partition (in log order), the
-# invalid records of one batch under the `invalid` key, or a tick. Packing moves a tenth of the rows through
-# the shuffle and into the operator, whose Row-based input converts every cell on its own.
-PARSED_SCHEMA = ("kind string, invalid boolean, group_id string, event_ms long, partition int, offset long, "
-                 "count int, records array<binary>, record_ts array<long>, dead_letters array<string>, "
-                 "answers array<string>, reply_tos array<string>")
-# What the stateful operator reads of a pack, in this order (the Row-based adapter unpacks by position).
-OPERATOR_COLUMNS = ("invalid", "group_id", "partition", "offset", "records", "record_ts", "dead_letters", "answers",
-                    "reply_tos")
+# invalid records of one batch (group id null), or a tick. Packing moves a tenth of the rows through the shuffle and
+# into the operator. A pack travels as one pickled tuple: the operators pay per group and per column (PySpark's
+# applyInPandasWithState builds a pandas Series per column for every group, the Row-based transformWithState
+# converts every cell), so the operator reads two columns (and the watermark's) instead of ten. Only the parse stage
+# of the same query writes them (in Spark's shuffle files), so nothing else is ever unpickled.
+PARSED_SCHEMA = "kind string, group_id string, event_ms long, count int, pack binary"
+# What the stateful operator reads, in this order (the Row-based adapter unpacks by position).
+OPERATOR_COLUMNS = ("group_id", "pack")
 OUTPUT_SCHEMA = "topic string, key string, value string"
 STATE_SCHEMA = "group binary"
 TWS_STATE_SCHEMA = "group binary, timer long"  # the encoded group and the timer armed for it
 METRICS_NAME = "coordinator"
+PICKLE_PROTOCOL = 5
+# (partition, offset, raw records, their broker timestamps) and (partition, offset, dead letters, answers, reply_tos).
+RequestPack = tuple[int, int, list[bytes], list[int | None]]
+InvalidPack = tuple[int, int, list[str], list[str | None], list[str | None]]
 
 
 def _source_label(source: str, partition: int, offset: int) -> str:
@@ -90,14 +94,11 @@ def _source_label(source: str, partition: int, offset: int) -> str:
     return f"file:{offset + 1}" if source == "file" else f"topic:{partition}:{offset}"
 
 
-PARSED_ARROW_SCHEMA = pa.schema([
-    ("kind", pa.string()), ("invalid", pa.bool_()), ("group_id", pa.string()), ("event_ms", pa.int64()),
-    ("partition", pa.int32()), ("offset", pa.int64()), ("count", pa.int32()), ("records", pa.list_(pa.binary())),
-    ("record_ts", pa.list_(pa.int64())), ("dead_letters", pa.list_(pa.string())), ("answers", pa.list_(pa.string())),
-    ("reply_tos", pa.list_(pa.string()))])
+PARSED_ARROW_SCHEMA = pa.schema([("kind", pa.string()), ("group_id", pa.string()), ("event_ms", pa.int64()),
+                                 ("count", pa.int32()), ("pack", pa.binary())])
 
 Parser = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
-# Step 3: the packs grouped by (invalid, group id) in, output rows of OUTPUT_SCHEMA out.
+# Step 3: the packs grouped by group id (null: the invalid records) in, output rows of OUTPUT_SCHEMA out.
 StatefulOperator = Callable[[GroupedData], DataFrame]
 
 
@@ -122,7 +123,7 @@ def make_parser(max_clock_skew_ms: int | None, source: str) -> Parser:
     def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         freeze_long_lived_objects()
         for batch in batches:
-            ticks: list[tuple[int, int, int]] = []  # event time, partition, offset
+            ticks: list[int] = []  # their event times
             packs: dict[tuple[bool, str | None, int], _Pack] = {}  # by (invalid, group id, partition), first seen first
             for raw, partition, offset, ts in zip(batch.column("value").to_pylist(),
                                                   batch.column("partition").to_pylist(),
@@ -130,7 +131,7 @@ def make_parser(max_clock_skew_ms: int | None, source: str) -> Parser:
                                                   batch.column("record_ts").to_pylist(), strict=True):
                 parsed = for_one_group(parse_raw(raw, record_timestamp_ms=ts, max_clock_skew_ms=max_clock_skew_ms))
                 if isinstance(parsed, Tick):
-                    ticks.append((parsed.timestamp_ms, partition, offset))
+                    ticks.append(parsed.timestamp_ms)
                     continue
                 invalid = isinstance(parsed, Invalid)
                 key = (invalid, "" if invalid else parsed.group_id, partition)
@@ -148,15 +149,14 @@ def make_parser(max_clock_skew_ms: int | None, source: str) -> Parser:
                     pack.record_ts.append(ts)
                     if pack.event_ms is None or parsed.timestamp_ms > pack.event_ms:
                         pack.event_ms = parsed.timestamp_ms
-            rows: list[tuple[Any, ...]] = [("tick", False, None, t, p, o, 1, None, None, None, None, None)
-                                           for t, p, o in ticks]
+            rows: list[tuple[Any, ...]] = [("tick", None, t, 1, None) for t in ticks]
             for (invalid, group_id, _), pack in packs.items():
                 if invalid:
-                    rows.append(("invalid", True, "", None, pack.partition, pack.offset, len(pack.letters), None,
-                                 None, pack.letters, pack.answers, pack.reply_tos))
+                    rows.append(("invalid", None, None, len(pack.letters), pickle.dumps(
+                        (pack.partition, pack.offset, pack.letters, pack.answers, pack.reply_tos), PICKLE_PROTOCOL)))
                 else:
-                    rows.append(("request", False, group_id, pack.event_ms, pack.partition, pack.offset,
-                                 len(pack.records), pack.records, pack.record_ts, None, None, None))
+                    rows.append(("request", group_id, pack.event_ms, len(pack.records), pickle.dumps(
+                        (pack.partition, pack.offset, pack.records, pack.record_ts), PICKLE_PROTOCOL)))
             columns: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [[]] * len(PARSED_ARROW_SCHEMA)
             yield pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(columns, PARSED_ARROW_SCHEMA,
                                                                                   strict=True)],
@@ -245,6 +245,27 @@ class CoordinatorStep:
                               STATE_WRITE_MS: (written - computed) * 1000, OPERATOR_CALLS: 1})
 
 
+def unpacked(packs: Iterable[bytes]) -> list[Any]:
+    """One key's packs, unpickled, in log order (partition, offset): they almost always arrive in it, a linear
+    pass then."""
+    return sorted(map(pickle.loads, packs), key=_log_position)
+
+
+def _log_position(pack: RequestPack | InvalidPack) -> tuple[int, int]:
+    return pack[0], pack[1]
+
+
+def request_records(packs: Iterable[RequestPack]) -> list[tuple[bytes, int | None]]:
+    """A group's records (raw value, broker timestamp), in log order."""
+    return [record for _, _, raws, times in packs for record in zip(raws, times, strict=True)]
+
+
+def invalid_letters(packs: Iterable[InvalidPack]) -> Iterator[tuple[str, str | None, str | None]]:
+    """The invalid records' (dead letter, answer, reply_to), in log order."""
+    for _, _, letters, answers, reply_tos in packs:
+        yield from zip(letters, answers, reply_tos, strict=True)
+
+
 OUTPUT_COLUMNS = ("topic", "key", "value")
 
 
@@ -264,22 +285,12 @@ def make_group_step(settings: Mapping[str, Any], live: bool, late_requests: Accu
     def step(key: tuple[Any, ...], batches: Iterator[pd.DataFrame], state: SparkGroupState) -> Iterator[pd.DataFrame]:
         started = time.perf_counter()
         freeze_long_lived_objects()
-        invalid, group_id = bool(key[0]), str(key[1])
-        frames = [pdf for pdf in batches if len(pdf)]
-        rows = None if not frames else frames[0] if len(frames) == 1 else pd.concat(frames)
-        if rows is not None and not _in_log_order(rows):
-            rows = rows.sort_values(["partition", "offset"])
-        if invalid:
-            assert rows is not None
-            letters, answers, reply_tos = (chain.from_iterable(rows[name]) for name in OPERATOR_COLUMNS[-3:])
-            yield _frame(core.invalid(zip(letters, answers, reply_tos, strict=True)))
+        packs = unpacked(pack for frame in batches for pack in frame["pack"])
+        if key[0] is None:
+            yield _frame(core.invalid(invalid_letters(packs)))
             return
-        # Arrow's list<long> arrives as a float array with NaN for a record without a broker timestamp (exact for
-        # times in milliseconds), or as objects with None when no record of the pack has one.
-        records = [] if rows is None else [
-            (raw, None if ts is None or ts != ts else int(ts))
-            for pack, times in zip(rows["records"], rows["record_ts"], strict=True)
-            for raw, ts in zip(pack, times, strict=True)]
+        group_id = str(key[0])
+        records = request_records(packs)
         received = time.perf_counter()
         stored = state.get[0] if state.exists else None
         loaded = time.perf_counter()
@@ -325,21 +336,18 @@ class CoordinatorProcessor(StatefulProcessor):
         self.core = CoordinatorStep(self.settings, self.live, self.late_requests, self.changed_groups, self.metrics)
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Row]:
-        # Rows unpack by position, in OPERATOR_COLUMNS' order: a Row's lookup by name scans its field names.
         started = time.perf_counter()
-        packs = sorted(rows, key=_log_position)  # they almost always come in order: a linear pass then
-        if bool(key[0]):
-            yield from _rows(self.core.invalid(
-                (letter, answer, reply_to) for *_, letters, answers, reply_tos, _ in packs
-                for letter, answer, reply_to in zip(letters, answers, reply_tos, strict=True)))
+        # By position (OPERATOR_COLUMNS): a Row's lookup by name scans its field names.
+        packs = unpacked(row[1] for row in rows)
+        if key[0] is None:
+            yield from _rows(self.core.invalid(invalid_letters(packs)))
             return
-        records = [record for _, _, _, _, values, times, *_ in packs for record in zip(values, times, strict=True)]
-        yield from self._step(str(key[1]), records, timerValues, started)
+        yield from self._step(str(key[0]), request_records(packs), timerValues, started)
 
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues,
                            expiredTimerInfo: ExpiredTimerInfo) -> Iterator[Row]:
         # Spark deletes the fired timer after this call; the step arms the next one, always a later one.
-        yield from self._step(str(key[1]), [], timerValues, time.perf_counter(),
+        yield from self._step(str(key[0]), [], timerValues, time.perf_counter(),
                               fired=expiredTimerInfo.getExpiryTimeInMs())
 
     def _step(self, group_id: str, records: list[tuple[bytes, int | None]], timer_values: TimerValues,
@@ -374,27 +382,11 @@ class CoordinatorProcessor(StatefulProcessor):
         pass
 
 
-def _log_position(row: Row) -> tuple[int, int]:
-    return row[2], row[3]  # partition, offset (OPERATOR_COLUMNS)
-
-
 _OutputRow = Row("topic", "key", "value")
 
 
 def _rows(rows: list[OutputRow]) -> Iterator[Row]:
     return (_OutputRow(topic, key, value) for topic, key, value in rows)
-
-
-def _in_log_order(rows: pd.DataFrame) -> bool:
-    """True if the rows already come in (partition, offset) order, as they almost always do. A pandas sort
-    of a group's few rows costs more than the engine's work on them; this check costs a fiftieth of it."""
-    partitions = rows["partition"].to_numpy()
-    offsets = rows["offset"].to_numpy()
-    if len(offsets) < 2:
-        return True
-    ahead = partitions[1:] > partitions[:-1]
-    same = partitions[1:] == partitions[:-1]
-    return bool((ahead | (same & (offsets[1:] > offsets[:-1]))).all())
 
 
 def _records_where(condition: Column) -> Column:
@@ -451,7 +443,6 @@ def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: boo
     # upstream from the real event times.
     never_late = F.lit(None).cast("timestamp").alias(
         "event_time", metadata={"spark.watermarkDelayMs": lateness})
-    grouped = parsed.filter(F.col("kind") != "tick").select(*OPERATOR_COLUMNS, never_late).groupBy(
-        "invalid", "group_id")
+    grouped = parsed.filter(F.col("kind") != "tick").select(*OPERATOR_COLUMNS, never_late).groupBy("group_id")
     use_state_store(records.sparkSession, settings)
     return (operator or coordinator_operator(settings, live, late_requests, changed_groups, metrics))(grouped)
