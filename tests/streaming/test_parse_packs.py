@@ -10,7 +10,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator_job.job import make_parser
+from coordinator_job.job import invalid_letters, make_parser, request_records, unpacked
 from coordinator_lab.traffic_gen import heartbeat_request
 from coordinator_state import SIMULATION_EPOCH_MS as EPOCH_MS
 from coordinator_state import tick_envelope, to_json
@@ -55,16 +55,16 @@ def test_packs_hold_every_record_in_its_groups_log_order(records: list[Record], 
         # What both operators do: the group's packs in (partition, first offset) order, concatenated.
         expected_by_position = [raw(k, g, t, n) for n, (k, g, p, t) in sorted(
             enumerate(records), key=lambda item: item[1][2]) if k == "request" and g == group]
-        packs = sorted((r for r in rows if r["kind"] == "request" and r["group_id"] == group),
-                       key=lambda r: (r["partition"], r["offset"]))
-        assert [value for pack in packs for value in pack["records"]] == expected_by_position
-        for pack in packs:
-            assert pack["count"] == len(pack["records"]) == len(pack["record_ts"])
-            assert pack["event_ms"] == max(json.loads(value)["timestamp_ms"] for value in pack["records"])
-    invalid = sorted((r for r in rows if r["kind"] == "invalid"), key=lambda r: (r["partition"], r["offset"]))
-    assert all(r["invalid"] and r["group_id"] == "" and r["event_ms"] is None for r in invalid)
-    letters = [letter for pack in invalid for letter in pack["dead_letters"]]
-    assert len(letters) == sum(k == "invalid" for k, *_ in records)
+        group_rows = [r for r in rows if r["kind"] == "request" and r["group_id"] == group]
+        assert [value for value, _ in request_records(unpacked(r["pack"] for r in group_rows))] == expected_by_position
+        for row in group_rows:
+            (_, _, values, times), = unpacked([row["pack"]])
+            assert row["count"] == len(values) == len(times)
+            assert row["event_ms"] == max(json.loads(value)["timestamp_ms"] for value in values)
+    invalid = [r for r in rows if r["kind"] == "invalid"]
+    assert all(r["group_id"] is None and r["event_ms"] is None for r in invalid)
+    letters = list(invalid_letters(unpacked(r["pack"] for r in invalid)))
+    assert len(letters) == sum(r["count"] for r in invalid) == sum(k == "invalid" for k, *_ in records)
     ticks = [r["event_ms"] for r in rows if r["kind"] == "tick"]
     assert sorted(ticks) == sorted(EPOCH_MS + t for k, _, _, t in records if k == "tick")
     # The watermark is computed from the packs' event times: their maximum is the records' maximum.
@@ -80,8 +80,10 @@ def test_one_arrow_batch_of_one_partition_gives_one_pack_per_group() -> None:
     by_kind = {(r["kind"], r["group_id"]): r for r in rows}
     assert len(rows) == 4
     a = by_kind[("request", "a")]
-    assert (a["offset"], a["count"], a["event_ms"]) == (0, 2, EPOCH_MS + 5)
-    assert a["records"] == [raw("request", "a", 5, 0), raw("request", "a", 3, 3)]
-    invalid = by_kind[("invalid", "")]
-    assert (invalid["offset"], invalid["count"], len(invalid["dead_letters"])) == (2, 2, 2)
+    (partition, offset, values, _), = unpacked([a["pack"]])
+    assert (partition, offset, a["count"], a["event_ms"]) == (0, 0, 2, EPOCH_MS + 5)
+    assert values == [raw("request", "a", 5, 0), raw("request", "a", 3, 3)]
+    invalid = by_kind[("invalid", None)]
+    (_, offset, letters, _, _), = unpacked([invalid["pack"]])
+    assert (offset, invalid["count"], len(letters)) == (2, 2, 2)
     assert by_kind[("tick", None)]["event_ms"] == EPOCH_MS + 9
