@@ -45,10 +45,10 @@ def use_state_store(spark: SparkSession, settings: Mapping[str, Any]) -> None:
 
 
 # Spark's default checkpoint manager writes through Hadoop's FileContext, which on a local disk without Hadoop's native
-# library starts a `readlink` process for every status and rename and a `chmod` for every file it creates: ~190
-# processes per idle micro-batch, 228 ms of state store commit and 135 ms of checkpoint commit per batch. The
-# FileSystem-based manager renames with java.io (atomic on a local disk); RawLocalFileSystem writes no .crc file
-# beside each checkpoint file (Spark checksums its own state files). Only local checkpoints are affected.
+# library starts a `readlink` process for every status and rename (and a `chmod` for every file it creates): ~190
+# processes per idle micro-batch. The FileSystem-based manager renames with java.io (atomic on a local disk): state
+# store commit 228 -> 79 ms, checkpoint commit 135 -> 65 ms per idle batch. (RawLocalFileSystem, without .crc files,
+# would halve those again, but RocksDB's state store needs the checksummed LocalFileSystem.) Only local checkpoints.
 LOCAL_CHECKPOINT_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 CHECKPOINT_MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
 
@@ -85,7 +85,6 @@ def build_session(settings: Mapping[str, Any], master: str | None = "local[2]",
         # switches existing checkpoints either way.
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.shuffle.partitions": str(settings["coordinator.shuffle.partitions"]),
-        "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",  # see LOCAL_CHECKPOINT_MANAGER
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",

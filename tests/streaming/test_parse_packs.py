@@ -4,6 +4,7 @@ log order, with the event times and counts the watermark and the metrics are com
 from __future__ import annotations
 
 import json
+import pickle
 from typing import Any
 
 import pyarrow as pa
@@ -87,3 +88,13 @@ def test_one_arrow_batch_of_one_partition_gives_one_pack_per_group() -> None:
     (_, offset, letters, _, _), = unpacked([invalid["pack"]])
     assert (offset, invalid["count"], len(letters)) == (2, 2, 2)
     assert by_kind[("tick", None)]["event_ms"] == EPOCH_MS + 9
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 50)), unique=True, max_size=12), st.randoms())
+def test_a_keys_packs_are_unpacked_in_log_order_whatever_order_they_arrive_in(
+        positions: list[tuple[int, int]], shuffler: Any) -> None:
+    packs = [pickle.dumps((partition, offset, [b"%d/%d" % (partition, offset)], [None]))
+             for partition, offset in positions]
+    shuffler.shuffle(packs)
+    records = request_records(unpacked(packs))
+    assert [value for value, _ in records] == [b"%d/%d" % position for position in sorted(positions)]

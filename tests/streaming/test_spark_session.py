@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from coordinator_job.settings import SPARK_STATE_STORE_KEY as STATE_STORE_KEY
 from coordinator_job.spark_session import CHECKPOINT_MANAGER_KEY, LOCAL_CHECKPOINT_MANAGER, use_checkpoint
 
 pytestmark = [pytest.mark.spark]
@@ -24,22 +25,28 @@ def session(spark: SparkSession) -> Iterator[SparkSession]:
         spark.conf.set(CHECKPOINT_MANAGER_KEY, kept)
 
 
-def test_a_query_on_a_local_checkpoint_writes_it_without_hadoop_checksum_files(
-        session: SparkSession, tmp_path: Path) -> None:
-    """Spark's default manager (Hadoop's FileContext) writes a `.crc` file beside each checkpoint and state file;
-    the FileSystem-based one on the session's RawLocalFileSystem writes none."""
+@pytest.mark.parametrize("provider", ["org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+                                      "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"],
+                         ids=["hdfs", "rocksdb"])
+def test_a_stateful_query_commits_on_a_local_checkpoint_under_either_state_store(
+        session: SparkSession, tmp_path: Path, provider: str) -> None:
     (tmp_path / "input").mkdir()
     (tmp_path / "input" / "lines.txt").write_text("a\nb\na\n")
     checkpoint = tmp_path / "checkpoint"
-    session.conf.unset(CHECKPOINT_MANAGER_KEY)
-    use_checkpoint(session, checkpoint)
-    query = (session.readStream.text(str(tmp_path / "input")).dropDuplicates(["value"]).writeStream.format("noop")
-             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
-    query.awaitTermination()
+    kept_provider = session.conf.get(STATE_STORE_KEY)
+    session.conf.set(STATE_STORE_KEY, provider)
+    try:
+        use_checkpoint(session, checkpoint)
+        assert session.conf.get(CHECKPOINT_MANAGER_KEY, None) == LOCAL_CHECKPOINT_MANAGER
+        query = (session.readStream.text(str(tmp_path / "input")).dropDuplicates(["value"]).writeStream
+                 .format("noop").option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+        query.awaitTermination()
+    finally:
+        session.conf.set(STATE_STORE_KEY, kept_provider)
+    assert query.exception() is None
     written = {path.relative_to(checkpoint).as_posix() for path in checkpoint.rglob("*") if path.is_file()}
     assert {"offsets/0", "commits/0"} <= written
-    assert any(name.startswith("state/0/") for name in written)  # the operator's store (of whichever provider)
-    assert [name for name in written if name.endswith(".crc")] == []
+    assert any(name.startswith("state/0/0/") for name in written)
 
 
 @pytest.mark.parametrize("local", [lambda tmp: str(tmp), lambda tmp: tmp.as_uri()], ids=["path", "file URI"])
