@@ -209,6 +209,9 @@ def add_spark_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, default=2000, help="live path: heartbeats offered per second")
     parser.add_argument("--duration", type=float, default=30, help="live path: seconds of heartbeats")
     parser.add_argument("--idle", type=float, default=8, help="live path: seconds of ticks only, before the load")
+    parser.add_argument("--warm-up", type=float, default=0,
+                        help="live path: seconds of ticks before anything is measured (the JVM's JIT compiler works "
+                             "for a minute or two after a start; a long-running job's figures need ~90)")
     parser.add_argument("--drain", type=float, default=30,
                         help="live path: seconds the job gets after the load to answer the rest")
     parser.add_argument("--operator", choices=[*STATEFUL_OPERATORS, "both"], default=None,
@@ -257,7 +260,7 @@ def live_figures(args: argparse.Namespace, settings: Mapping[str, Any], show: Ca
     chosen = args.operator or ("both" if args.live else stateful_operator(settings))
     operators = STATEFUL_OPERATORS if chosen == "both" else (chosen,)
     plan = LoadPlan(rate=args.rate, duration_s=args.duration, members=args.members, drain_s=args.drain,
-                    idle_s=args.idle, master=args.master)
+                    idle_s=args.idle, warm_up_s=args.warm_up, master=args.master)
     figures: dict[str, Any] = {}
     for operator in operators:
         log(f"live path under {operator}")

@@ -9,6 +9,10 @@ a finished micro-batch), the last micro-batch's time and the latency of the last
 the job gets `drain_s` to answer the rest and read every record written so far. The figures: latency p50/p90/p99/max,
 unanswered, lag, batch times and the per-batch breakdown (coordinator_job.task_metrics) idle and under load.
 
+`warm_up_s` runs the job on ticks alone, unmeasured, before anything else: the JVM compiles Spark's code paths for
+a minute or two after it starts (its JIT compiler took half a core and idle batches ~490 ms in the first minute, 15%
+and ~300 ms after 90 s), so a long-running deployment's figures need it.
+
 `prefill_batches` N starts the job on a request log that already holds N one-record batches per partition (as after
 a long run; the job starts at the log end), to see a long run's fetch costs without waiting for them.
 """
@@ -286,6 +290,7 @@ class LoadPlan:
     members: int = 10
     drain_s: float = 60
     idle_s: float = 0
+    warm_up_s: float = 0
     prefill_batches: int = 0
     master: str = "local[2]"
     bootstrap_servers: str | None = None
@@ -325,6 +330,9 @@ def run_live_load(settings: Mapping[str, Any], plan: LoadPlan, show: Callable[[s
             job.wait_ready(300)
             while progress.mark() < WARM_UP_BATCHES:
                 time.sleep(0.2)
+            if plan.warm_up_s > 0:
+                log(f"live load: {plan.warm_up_s:.0f} s of ticks to warm the JVM up (not measured)")
+                time.sleep(plan.warm_up_s)
             if plan.idle_s > 0:
                 log(f"live load: {plan.idle_s:.0f} s idle (ticks only)")
                 figures["idle"] = _measured(job, progress, lambda: time.sleep(plan.idle_s))
