@@ -226,11 +226,21 @@ def rss_mib(pid: int) -> float | None:
     return None
 
 
+def _free_port_and_the_next() -> int:
+    """A free loopback port whose next one is free too: the gateway listens on both (bootstrap, then broker 0).
+    A port the kernel just gave out says nothing of the next one, which an outgoing connection may hold."""
+    while True:
+        port = free_loopback_port()
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe, contextlib.suppress(OSError):
+            probe.bind(("127.0.0.1", port + 1))
+            return port
+
+
 class GatewayProcess:
     """`coordinator gateway --engine local` on a free loopback port, its log in a file."""
 
     def __init__(self, bootstrap: str, settings: Sequence[str] = ()) -> None:
-        self.port = free_loopback_port()
+        self.port = _free_port_and_the_next()
         self.address = f"127.0.0.1:{self.port}"
         self.log_path = Path(tempfile.mkstemp(prefix="gateway-fuzz-", suffix=".log")[1])
         command = [sys.executable, "-m", "coordinator_cli", "gateway", "--listen", self.address,
