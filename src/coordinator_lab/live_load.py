@@ -328,8 +328,7 @@ def run_live_load(settings: Mapping[str, Any], plan: LoadPlan, show: Callable[[s
         try:
             job.start()
             job.wait_ready(300)
-            while progress.mark() < WARM_UP_BATCHES:
-                time.sleep(0.2)
+            progress.await_reports(WARM_UP_BATCHES, timeout_s=300)
             if plan.warm_up_s > 0:
                 log(f"live load: {plan.warm_up_s:.0f} s of ticks to warm the JVM up (not measured)")
                 time.sleep(plan.warm_up_s)

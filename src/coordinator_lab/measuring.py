@@ -50,6 +50,7 @@ class ProgressLog:
             def onQueryProgress(self, event: Any) -> None:
                 with log.changed:
                     log.reports.append(json.loads(event.progress.json))
+                    log.changed.notify_all()
 
             def onQueryIdle(self, event: Any) -> None:
                 pass
@@ -68,6 +69,12 @@ class ProgressLog:
     def mark(self) -> int:
         with self.changed:
             return len(self.reports)
+
+    def await_reports(self, count: int, timeout_s: float) -> None:
+        """Waits until `count` progress reports have arrived since `attach`."""
+        with self.changed:
+            if not self.changed.wait_for(lambda: len(self.reports) >= count, timeout_s):
+                raise TimeoutError(f"fewer than {count} progress reports within {timeout_s:g} s")
 
     def ended(self) -> int:
         with self.changed:
