@@ -55,6 +55,12 @@ def task_metrics(context: SparkContext) -> TaskMetrics:
     return context.accumulator({}, _SumByKey())
 
 
+def local_task_metrics() -> TaskMetrics:
+    """An accumulator of task metrics outside Spark, summed in this process: a lab command times a task's code with
+    it."""
+    return Accumulator(-1, {}, _SumByKey())
+
+
 def metrics_for_task(accumulator_id: str | None) -> TaskMetrics | None:
     """In a data source's task, the accumulator of this id (the ACCUMULATOR_OPTION's value), if any. Made per task,
     as unpickling the accumulator itself does: a Python worker forgets its accumulators at each task's start and

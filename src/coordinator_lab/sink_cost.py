@@ -1,0 +1,199 @@
+"""The per-record cost of the job's Kafka sink and source, in one process: printed, never asserted.
+
+`python -m coordinator_lab.sink_cost --embedded` writes `--records` responses (JSON of `--value-bytes`, keyed by
+the `reply_to`s of the live load's 6,000 members, as `coordinator bench --live` at 2,000 requests/s has them) to a
+fresh topic of `--partitions` partitions through the sink's `produce_rows`, then reads them back through the
+source's `read_ranges` over the offset ranges the planner would hand out, `--rounds` times in a row with the same
+worker-side Kafka clients (as Spark's reused Python workers keep them). Each side runs the way a Spark Python worker
+runs it, Spark's conversions included:
+- sink: Arrow batches of the rows (what the JVM sends) -> the rows the writer is given (pyspark's own conversion,
+  as `pyspark.sql.worker.write_into_data_source` makes them) -> `produce_rows` (send loop, flush);
+- source: `read_ranges` of each task (pack_ranges) -> Arrow batches (pyspark's own `records_to_arrow_batches`).
+
+It prints per round and side microseconds per record: wall time, this process's CPU time (the producer's and the
+consumers' I/O threads included) and the broker's CPU time (when embedded), and the sink's split as the job's
+task metrics have it (upstream = the row conversion, produce = the send loop, flush). The first round pays for new
+clients and metadata; the summary is the mean of the others. `--profile` adds a round under cProfile and prints its
+functions by own time.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import json
+import os
+import pstats
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+
+import pyarrow as pa
+from kafka import KafkaConsumer
+from pyspark.sql.conversion import ArrowTableToRowsConversion
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    Row,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+    _create_row,
+)
+from pyspark.sql.worker.plan_data_source_read import records_to_arrow_batches
+
+from coordinator_job import kafka_source, task_metrics
+from coordinator_job.broker import FETCH_MAX_WAIT_MS, broker_or_embedded, create_topics, log_end_offsets
+
+from .measuring import command_parser, tree_cpu_seconds
+
+# The job's output rows (job.OUTPUT_SCHEMA) and the source's (kafka_source.READ_SCHEMA): parsing DDL needs Spark.
+SINK_SCHEMA = StructType([StructField("topic", StringType()), StructField("key", StringType()),
+                          StructField("value", StringType())])
+SOURCE_SCHEMA = StructType([StructField("key", BinaryType()), StructField("value", BinaryType()),
+                            StructField("topic", StringType()), StructField("partition", IntegerType()),
+                            StructField("offset", LongType()), StructField("timestamp", TimestampType())])
+# Spark's spark.sql.execution.arrow.maxRecordsPerBatch default: the rows per Arrow batch between JVM and worker.
+ARROW_BATCH_ROWS = 10_000
+# The live load at 2,000 requests/s: 600 groups of 10 static members, each its own client (and reply_to).
+GROUPS, MEMBERS = 600, 10
+
+
+def responses(topic: str, count: int, value_bytes: int) -> list[pa.RecordBatch]:
+    """`count` response rows (topic, reply_to key, JSON value padded to `value_bytes`) as Arrow batches."""
+    keys, values = [], []
+    for i in range(count):
+        reply_to = f"group-{i // MEMBERS % GROUPS}-c{i % MEMBERS}"
+        answer = {"api": "Heartbeat", "version": 4, "correlation_id": 100_000 + i, "reply_to": reply_to,
+                  "timestamp_ms": 1_790_000_000_000 + i, "body": {"throttle_time_ms": 0, "error_code": 0}}
+        text = json.dumps(answer, separators=(",", ":"))
+        keys.append(reply_to)
+        values.append(text + " " * max(0, value_bytes - len(text)))
+    schema = pa.schema([("topic", pa.string()), ("key", pa.string()), ("value", pa.string())])
+    table = pa.table([pa.array([topic] * count), pa.array(keys), pa.array(values)], schema=schema)
+    batches: list[pa.RecordBatch] = table.to_batches(max_chunksize=ARROW_BATCH_ROWS)
+    return batches
+
+
+def spark_rows(batches: Sequence[pa.RecordBatch], schema: StructType) -> Iterator[Row]:
+    """The rows a Python data source writer is given for `batches`, made as pyspark 4.3's worker makes them
+    (`write_into_data_source`: per-column Arrow-to-Python converters, then `_create_row`)."""
+    converters = [ArrowTableToRowsConversion._create_converter(f.dataType, binary_as_bytes=True)
+                  for f in schema.fields]
+    fields = schema.fieldNames()
+    for batch in batches:
+        columns = [ArrowTableToRowsConversion._to_pylist(column) for column in batch.columns]
+        for row in range(batch.num_rows):
+            yield _create_row(fields=fields, values=[converters[c](columns[c][row]) for c in range(len(columns))])
+
+
+class Clock:
+    """Wall time, this process's CPU time and the broker's (the CPU time of this process's children)."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu, self.tree = time.perf_counter(), time.process_time(), tree_cpu_seconds()
+
+    def us_per(self, records: int) -> dict[str, float]:
+        wall, cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+        broker = max(0.0, tree_cpu_seconds() - self.tree - cpu)
+        return {"wall": wall / records * 1e6, "cpu": cpu / records * 1e6, "broker_cpu": broker / records * 1e6}
+
+
+def sink(bootstrap: str, batches: Sequence[pa.RecordBatch], records: int) -> dict[str, float]:
+    metrics = task_metrics.local_task_metrics()
+    clock = Clock()
+    kafka_source.produce_rows(bootstrap, spark_rows(batches, SINK_SCHEMA), metrics)
+    figures = clock.us_per(records)
+    split = metrics.value
+    for name, key in (("upstream", task_metrics.SINK_UPSTREAM_MS), ("produce", task_metrics.SINK_PRODUCE_MS),
+                      ("flush", task_metrics.SINK_FLUSH_MS)):
+        figures[name] = split[key] * 1000 / records
+    return figures
+
+
+def source(bootstrap: str, topic: str, start: dict[str, int], end: dict[str, int]) -> dict[str, float]:
+    records = sum(end[p] - start.get(p, 0) for p in end)
+    ranges = [kafka_source.KafkaOffsetRange(bootstrap, topic, int(p), start.get(p, 0), end[p], 60_000)
+              for p in sorted(end, key=int) if end[p] > start.get(p, 0)]
+    clock = Clock()
+    read = 0
+    for task in kafka_source.pack_ranges(ranges, kafka_source.RECORDS_PER_TASK):
+        for batch in records_to_arrow_batches(kafka_source.read_ranges(task), ARROW_BATCH_ROWS, SOURCE_SCHEMA,
+                                              kafka_source.KafkaDataSource({})):
+            read += batch.num_rows
+    if read != records:
+        raise RuntimeError(f"read {read} records of {records}")
+    return clock.us_per(records)
+
+
+def _profiled(run: Callable[[], dict[str, float]], top: int) -> dict[str, float]:
+    profile = cProfile.Profile()
+    figures = profile.runcall(run)
+    out = io.StringIO()
+    pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(top)
+    print(out.getvalue())
+    return figures
+
+
+def _line(side: str, label: str, figures: dict[str, float]) -> str:
+    return f"{side:<6} {label:<9} " + "  ".join(f"{name} {value:6.1f}" for name, value in figures.items())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = command_parser("coordinator_lab.sink_cost", __doc__, "start an embedded Tansu broker",
+                            "an existing broker (a fresh topic is created on it)")
+    parser.add_argument("--records", type=int, default=20_000, help="records per round")
+    parser.add_argument("--value-bytes", type=int, default=300, help="bytes per response value")
+    parser.add_argument("--partitions", type=int, default=3, help="partitions of the topic")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds (the first one is not in the summary)")
+    parser.add_argument("--profile", action="store_true", help="one more round under cProfile, printed")
+    parser.add_argument("--top", type=int, default=25, help="functions printed per profile")
+    args = parser.parse_args(argv)
+    if args.rounds < 2:
+        parser.error("--rounds must be at least 2 (the first round is not in the summary)")
+
+    with broker_or_embedded(args.bootstrap_servers) as bootstrap:
+        topic = f"sink-cost-{os.getpid()}-{int(time.time())}"
+        create_topics(bootstrap, [(topic, args.partitions, False)])
+        batches = responses(topic, args.records, args.value_bytes)
+        planner = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                                fetch_max_wait_ms=FETCH_MAX_WAIT_MS)
+        results: dict[str, list[dict[str, float]]] = {"sink": [], "source": []}
+
+        def round_trip(profile: bool) -> tuple[dict[str, float], dict[str, float]]:
+            start = log_end_offsets(planner, topic)
+            wrote = sink(bootstrap, batches, args.records) if not profile else _profiled(
+                lambda: sink(bootstrap, batches, args.records), args.top)
+            end = log_end_offsets(planner, topic, refresh_metadata=False)
+            read = source(bootstrap, topic, start, end) if not profile else _profiled(
+                lambda: source(bootstrap, topic, start, end), args.top)
+            return wrote, read
+
+        print(f"{args.records} records of {args.value_bytes} bytes, {args.partitions} partitions, "
+              f"microseconds per record", flush=True)
+        try:
+            for n in range(args.rounds):
+                wrote, read = round_trip(profile=False)
+                print(_line("sink", f"round {n + 1}", wrote), flush=True)
+                print(_line("source", f"round {n + 1}", read), flush=True)
+                if n:
+                    results["sink"].append(wrote)
+                    results["source"].append(read)
+            summary = {side: {name: round(statistics.fmean(r[name] for r in rounds), 1) for name in rounds[0]}
+                       for side, rounds in results.items()}
+            for side, figures in summary.items():
+                print(_line(side, "mean", figures))
+            if args.profile:
+                round_trip(profile=True)
+        finally:
+            planner.close()
+    print(json.dumps({"records": args.records, "value_bytes": args.value_bytes, "partitions": args.partitions,
+                      "us_per_record": summary}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
