@@ -11,8 +11,9 @@ runs it, Spark's conversions included:
 - source: `read_ranges` of each task (pack_ranges) -> Arrow batches (pyspark's own `records_to_arrow_batches`).
 
 It prints per round and side microseconds per record: wall time, this process's CPU time (the producer's and the
-consumers' I/O threads included) and the broker's CPU time (when embedded), and the sink's split as the job's
-task metrics have it (upstream = the row conversion, produce = the send loop, flush). The first round pays for new
+consumers' I/O threads included), the CPU time of the thread running the task's code alone, the broker's CPU time
+(when embedded), and the sink's split as the job's task metrics have it (upstream = the row conversion, produce =
+the send loop, flush). The first round pays for new
 clients and metadata; the summary is the mean of the others. `--profile` adds a round under cProfile and prints its
 functions by own time.
 """
@@ -91,15 +92,19 @@ def spark_rows(batches: Sequence[pa.RecordBatch], schema: StructType) -> Iterato
 
 
 class Clock:
-    """Wall time, this process's CPU time and the broker's (the CPU time of this process's children)."""
+    """Wall time, this process's CPU time, its calling thread's (without the Kafka clients' I/O threads, whose share
+    varies with how busy the machine is) and the broker's (the CPU time of this process's children)."""
 
     def __init__(self) -> None:
-        self.wall, self.cpu, self.tree = time.perf_counter(), time.process_time(), tree_cpu_seconds()
+        self.wall, self.cpu, self.thread = time.perf_counter(), time.process_time(), time.thread_time()
+        self.tree = tree_cpu_seconds()
 
     def us_per(self, records: int) -> dict[str, float]:
-        wall, cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+        wall, cpu, thread = (time.perf_counter() - self.wall, time.process_time() - self.cpu,
+                             time.thread_time() - self.thread)
         broker = max(0.0, tree_cpu_seconds() - self.tree - cpu)
-        return {"wall": wall / records * 1e6, "cpu": cpu / records * 1e6, "broker_cpu": broker / records * 1e6}
+        return {name: seconds / records * 1e6
+                for name, seconds in (("wall", wall), ("cpu", cpu), ("thread_cpu", thread), ("broker_cpu", broker))}
 
 
 def sink(bootstrap: str, batches: Sequence[pa.RecordBatch], records: int) -> dict[str, float]:
