@@ -22,12 +22,13 @@ are strings because the offsets round-trip through JSON. Partitions that appear 
 Write options (streaming and batch): ``kafka.bootstrap.servers``, ``taskMetricsAccumulator`` (as for reading: the
 time each task took to produce and to flush its records). Input rows need ``topic string``
 and ``value binary|string`` (null = tombstone) and may have ``key binary|string``. Keys are placed
-with kafka-python's default partitioner (murmur2, as the Java client). Delivery is at-least-once:
-a retried task re-sends its rows.
+as kafka-python's default partitioner places them (murmur2, as the Java client; `key_partition`). Delivery is
+at-least-once: a retried task re-sends its rows.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -37,7 +38,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.partitioner.default import DefaultPartitioner
+from kafka.partitioner.default import DefaultPartitioner, murmur2
 from pyspark.sql import Row, SparkSession
 from pyspark.sql.datasource import (
     DataSource,
@@ -475,6 +476,18 @@ SINK_LINGER_MS = 20
 SINK_BATCH_BYTES = 512 * 1024
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def key_partition(key: bytes, partitions: int) -> int:
+    """The partition of a record keyed `key` in a topic of `partitions`, as kafka-python's DefaultPartitioner (and the
+    Java client's default partitioner) picks it: murmur2 of the key, made positive, modulo the partitions.
+
+    Cached per worker: the pure-Python murmur2 and the partitioner's metadata lookups were a fifth of a record's send
+    (`python -m coordinator_lab.sink_cost --profile`), while the keys repeat (the `reply_to`s of the members, of the
+    gateways)."""
+    hashed: int = murmur2(key)
+    return (hashed & 0x7FFFFFFF) % partitions
+
+
 def produce_rows(bootstrap_servers: str, rows: Iterator[Row],
                  metrics: task_metrics.TaskMetrics | None = None) -> KafkaCommitMessage:
     """Send every row, wait until Kafka acknowledged all of them (acks=all), raise on any failure; add to `metrics`
@@ -492,6 +505,7 @@ def produce_rows(bootstrap_servers: str, rows: Iterator[Row],
     ))
     try:
         futures = []
+        partitions: dict[str, int] = {}  # the topics' partition counts, from the producer's metadata, once a task
         waiting = sending = 0.0
         clock = time.perf_counter
         asked = clock()
@@ -503,7 +517,12 @@ def produce_rows(bootstrap_servers: str, rows: Iterator[Row],
             if not topic:
                 raise ValueError(f"{SOURCE_NAME} sink: row without a topic: {row!r}")
             key, value = _as_bytes(fields.get("key")), _as_bytes(fields["value"])
-            futures.append(producer.send(topic, key=key, value=value))
+            partition = None  # a record without a key: the producer's partitioner picks a random partition
+            if key is not None:
+                if topic not in partitions:
+                    partitions[topic] = len(producer.partitions_for(topic))
+                partition = key_partition(key, partitions[topic])
+            futures.append(producer.send(topic, key=key, value=value, partition=partition))
             asked = clock()
             sending += asked - got
         waiting += clock() - asked

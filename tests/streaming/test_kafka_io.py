@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.partitioner.default import murmur2
@@ -25,6 +26,7 @@ from coordinator_job.kafka_source import (
     KafkaStreamReader,
     ReaderOptions,
     cap_offsets,
+    key_partition,
     pack_ranges,
 )
 
@@ -164,6 +166,26 @@ def test_batch_write_to_two_topics_partitions_by_murmur2(
             assert rec.partition == (murmur2(rec.key) & 0x7FFFFFFF) % partitions
             landed.add((topic, rec.key.decode(), rec.value))
     assert landed == set(rows)
+
+
+@pytest.fixture(scope="module")
+def default_placement(kafka_bootstrap: str) -> Iterator[tuple[KafkaProducer, str, int]]:
+    """A kafka-python producer with its default partitioner, and a topic of 5 partitions to place keys in."""
+    topic = f"placement.{uuid.uuid4().hex[:8]}"
+    create_topics(kafka_bootstrap, [(topic, 5, False)])
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks=1, linger_ms=5)
+    yield producer, topic, 5
+    producer.close()
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.binary(max_size=40), min_size=1, max_size=20))
+def test_the_sinks_key_partition_is_where_the_default_partitioner_puts_a_key(
+        default_placement: tuple[KafkaProducer, str, int], keys: list[bytes]) -> None:
+    producer, topic, partitions = default_placement
+    sent = [producer.send(topic, key=key, value=b"") for key in keys]
+    producer.flush()
+    assert [key_partition(key, partitions) for key in keys] == [future.get(timeout=10).partition for future in sent]
 
 
 def test_stream_write_copies_a_topic(
