@@ -446,16 +446,28 @@ class KafkaCommitMessage(WriterCommitMessage):
     records: int
 
 
-def _check_write_schema(schema: StructType) -> None:
-    """Fail at planning time if rows cannot be turned into Kafka records."""
-    fields = {f.name: f.dataType for f in schema.fields}
-    for name, required in (("topic", True), ("key", False), ("value", True)):
-        allowed = (StringType,) if name == "topic" else (BinaryType, StringType)
-        if name not in fields:
-            if required:
-                raise ValueError(f"{SOURCE_NAME} sink: input needs a '{name}' column, has {list(fields)}")
-        elif not isinstance(fields[name], allowed):
-            raise ValueError(f"{SOURCE_NAME} sink: column '{name}' must be string or binary")
+@dataclass(frozen=True)
+class SinkColumns:
+    """Where the sink's input rows hold a record's fields: Spark's rows are tuples in the input schema's order, read
+    by position (a dict per row, `Row.asDict`, cost more than the rest of the row's handling but the send)."""
+
+    topic: int
+    value: int
+    key: int | None
+
+    @classmethod
+    def of(cls, schema: StructType) -> SinkColumns:
+        """The columns of `schema`; fail at planning time if its rows cannot be turned into Kafka records."""
+        fields = {f.name: f.dataType for f in schema.fields}
+        for name, required in (("topic", True), ("key", False), ("value", True)):
+            allowed = (StringType,) if name == "topic" else (BinaryType, StringType)
+            if name not in fields:
+                if required:
+                    raise ValueError(f"{SOURCE_NAME} sink: input needs a '{name}' column, has {list(fields)}")
+            elif not isinstance(fields[name], allowed):
+                raise ValueError(f"{SOURCE_NAME} sink: column '{name}' must be string or binary")
+        names = schema.fieldNames()
+        return cls(names.index("topic"), names.index("value"), names.index("key") if "key" in fields else None)
 
 
 def _as_bytes(value: bytes | bytearray | str | None) -> bytes | None:
@@ -488,7 +500,7 @@ def key_partition(key: bytes, partitions: int) -> int:
     return (hashed & 0x7FFFFFFF) % partitions
 
 
-def produce_rows(bootstrap_servers: str, rows: Iterator[Row],
+def produce_rows(bootstrap_servers: str, rows: Iterator[Row], columns: SinkColumns,
                  metrics: task_metrics.TaskMetrics | None = None) -> KafkaCommitMessage:
     """Send every row, wait until Kafka acknowledged all of them (acks=all), raise on any failure; add to `metrics`
     the time spent waiting for the rows (upstream: in a micro-batch, the shuffle read and the stateful operator),
@@ -512,11 +524,11 @@ def produce_rows(bootstrap_servers: str, rows: Iterator[Row],
         for row in rows:
             got = clock()
             waiting += got - asked
-            fields = row.asDict()
-            topic = fields["topic"]
+            topic = row[columns.topic]
             if not topic:
                 raise ValueError(f"{SOURCE_NAME} sink: row without a topic: {row!r}")
-            key, value = _as_bytes(fields.get("key")), _as_bytes(fields["value"])
+            key = None if columns.key is None else _as_bytes(row[columns.key])
+            value = _as_bytes(row[columns.value])
             partition = None  # a record without a key: the producer's partitioner picks a random partition
             if key is not None:
                 if topic not in partitions:
@@ -544,13 +556,14 @@ class KafkaStreamWriter(DataSourceStreamWriter):
     """Micro-batch sink: each task produces its rows and flushes before reporting success."""
 
     def __init__(self, bootstrap_servers: str, schema: StructType, metrics_accumulator: str | None = None) -> None:
-        _check_write_schema(schema)
+        self.columns = SinkColumns.of(schema)
         self.bootstrap_servers = bootstrap_servers
         self.metrics_accumulator = metrics_accumulator
 
     def write(self, iterator: Iterator[Row]) -> KafkaCommitMessage:
         """Produce this task's rows (runs on an executor)."""
-        return produce_rows(self.bootstrap_servers, iterator, task_metrics.metrics_for_task(self.metrics_accumulator))
+        return produce_rows(self.bootstrap_servers, iterator, self.columns,
+                            task_metrics.metrics_for_task(self.metrics_accumulator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Log how much the micro-batch wrote; the records are already durable in Kafka."""
@@ -567,12 +580,12 @@ class KafkaBatchWriter(DataSourceWriter):
     """Batch sink (``df.write.format("coordinator_kafka").mode("append")``), same semantics."""
 
     def __init__(self, bootstrap_servers: str, schema: StructType) -> None:
-        _check_write_schema(schema)
+        self.columns = SinkColumns.of(schema)
         self.bootstrap_servers = bootstrap_servers
 
     def write(self, iterator: Iterator[Row]) -> KafkaCommitMessage:
         """Produce this task's rows (runs on an executor)."""
-        return produce_rows(self.bootstrap_servers, iterator)
+        return produce_rows(self.bootstrap_servers, iterator, self.columns)
 
 
 class KafkaDataSource(DataSource):

@@ -110,7 +110,8 @@ class Clock:
 def sink(bootstrap: str, batches: Sequence[pa.RecordBatch], records: int) -> dict[str, float]:
     metrics = task_metrics.local_task_metrics()
     clock = Clock()
-    kafka_source.produce_rows(bootstrap, spark_rows(batches, SINK_SCHEMA), metrics)
+    kafka_source.produce_rows(bootstrap, spark_rows(batches, SINK_SCHEMA), kafka_source.SinkColumns.of(SINK_SCHEMA),
+                              metrics)
     figures = clock.us_per(records)
     split = metrics.value
     for name, key in (("upstream", task_metrics.SINK_UPSTREAM_MS), ("produce", task_metrics.SINK_PRODUCE_MS),
