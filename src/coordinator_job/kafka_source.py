@@ -34,9 +34,9 @@ import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+import pyarrow as pa
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.partitioner.default import DefaultPartitioner, murmur2
 from pyspark.sql import Row, SparkSession
@@ -58,17 +58,17 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 
 from . import task_metrics
 from .broker import FETCH_MAX_WAIT_MS, READER_FETCH_MAX_WAIT_MS, log_end_offsets
+from .file_source import ARROW_SCHEMA, SCHEMA
 from .worker_heap import freeze_long_lived_objects
 
 log = logging.getLogger(__name__)
 
 SOURCE_NAME = "coordinator_kafka"
-READ_SCHEMA = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
+READ_SCHEMA = SCHEMA  # the file source's (a replay reads the records a live job reads); in Arrow: ARROW_SCHEMA
 
 Offsets = dict[str, int]
 """Next offset to read per partition id (as a string: the checkpoint stores offsets as JSON)."""
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _STARTING_OFFSETS = ("earliest", "latest")
 
 
@@ -211,6 +211,27 @@ def pack_ranges(ranges: Sequence[KafkaOffsetRange], records_per_task: int,
     return tasks
 
 
+def _records_batch(records: Sequence[Any], part: KafkaOffsetRange) -> pa.RecordBatch:
+    """kafka-python's records of `part`'s partition, those before `part.end`, as one Arrow batch of READ_SCHEMA.
+
+    Spark takes an Arrow batch as it is; the tuples of a row each went through pyspark's checks and converters, field
+    by field (a fifth of a record's read: `python -m coordinator_lab.sink_cost --profile`)."""
+    keys, values, offsets, timestamps = [], [], [], []
+    end = part.end
+    for rec in records:
+        if rec.offset >= end:  # offsets can have gaps (compaction, transaction markers)
+            break
+        keys.append(rec.key)
+        values.append(rec.value)
+        offsets.append(rec.offset)
+        timestamps.append(rec.timestamp * 1000 if rec.timestamp >= 0 else None)
+    n = len(offsets)
+    return pa.RecordBatch.from_arrays([
+        pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array([part.topic] * n, pa.string()),
+        pa.array([part.partition] * n, pa.int32()), pa.array(offsets, pa.int64()),
+        pa.array(timestamps, ARROW_SCHEMA.field("timestamp").type)], schema=ARROW_SCHEMA)
+
+
 class RangeReadTimeout(TimeoutError):
     """A source task did not read its offset range within ``pollTimeoutMs``: Spark fails and retries the task."""
 
@@ -241,9 +262,9 @@ class PartitionReader:
     def close(self) -> None:
         self.consumer.close()
 
-    def read(self, part: KafkaOffsetRange) -> Iterator[tuple[Any, ...]]:
-        """Rows of READ_SCHEMA for exactly the records in ``part``'s range, in offset order; RangeReadTimeout if the
-        range is not read within ``part.poll_timeout_ms``."""
+    def read(self, part: KafkaOffsetRange) -> Iterator[pa.RecordBatch]:
+        """Exactly the records in ``part``'s range, in offset order, as Arrow batches of READ_SCHEMA (one a poll);
+        RangeReadTimeout if the range is not read within ``part.poll_timeout_ms``."""
         if self.next_offset != part.start:
             self.consumer.seek(self.tp, part.start)  # a seek drops what was fetched ahead: only when elsewhere
         started = fed = time.monotonic()
@@ -257,11 +278,8 @@ class PartitionReader:
             elif time.monotonic() - fed > max(2 * self.fetch_max_wait_ms, 400) / 1000 and self._starved(position):
                 self._widen_wait(position)
                 fed = time.monotonic()
-            for rec in records:
-                if rec.offset >= part.end:  # offsets can have gaps (compaction, transaction markers)
-                    break
-                ts = _EPOCH + timedelta(milliseconds=rec.timestamp) if rec.timestamp >= 0 else None
-                yield (rec.key, rec.value, part.topic, part.partition, rec.offset, ts)
+            if records:
+                yield _records_batch(records, part)
         self.next_offset = self.consumer.position(self.tp)
 
     def _starved(self, position: int) -> bool:
@@ -316,8 +334,8 @@ def _drop_client(cache: dict[Key, Client], key: Key) -> None:
         client.close()
 
 
-def read_offset_range(part: KafkaOffsetRange) -> Iterator[tuple[Any, ...]]:
-    """``part``'s records as rows (PartitionReader.read), by the worker's reader of the partition.
+def read_offset_range(part: KafkaOffsetRange) -> Iterator[pa.RecordBatch]:
+    """``part``'s records as Arrow batches (PartitionReader.read), by the worker's reader of the partition.
 
     Each partition has its own consumer in the worker: the fetch it sends after the range's last record (kafka-python
     fetches ahead) asks for the next micro-batch's first offsets of this partition, not of another one.
@@ -331,7 +349,7 @@ def read_offset_range(part: KafkaOffsetRange) -> Iterator[tuple[Any, ...]]:
         raise
 
 
-def read_ranges(task: KafkaRanges) -> Iterator[tuple[Any, ...]]:
+def read_ranges(task: KafkaRanges) -> Iterator[pa.RecordBatch]:
     """Every range of `task`, in order (read_offset_range); the time it took to the task metrics, if named."""
     freeze_long_lived_objects()
     started = time.perf_counter()
@@ -427,7 +445,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if end[p] > start.get(p, 0)
         ], RECORDS_PER_TASK, self.options.metrics_accumulator)
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Read one task's offset ranges on an executor, with the worker's consumers."""
         assert isinstance(partition, KafkaRanges)
         return read_ranges(partition)

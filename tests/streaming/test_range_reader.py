@@ -31,9 +31,15 @@ def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
         producer.close()
 
 
+def _offsets(part: KafkaOffsetRange) -> list[int]:
+    return [offset for batch in read_offset_range(part) for offset in batch.column("offset").to_pylist()]
+
+
 def _read(bootstrap: str, topic: str, start: int, end: int, timeout_ms: int = 20_000) -> list[tuple[int, bytes]]:
-    rows = read_offset_range(KafkaOffsetRange(bootstrap, topic, 0, start, end, timeout_ms))
-    return [(row[4], row[1]) for row in rows]
+    rows = [row for batch in read_offset_range(KafkaOffsetRange(bootstrap, topic, 0, start, end, timeout_ms))
+            for row in batch.to_pylist()]
+    assert all(row["topic"] == topic and row["partition"] == 0 and row["timestamp"] is not None for row in rows)
+    return [(row["offset"], row["value"]) for row in rows]
 
 
 def test_consecutive_and_repeated_ranges_read_exactly_their_records(
@@ -70,13 +76,13 @@ def trickle(kafka_bootstrap: str, unique_topic: Callable[[str], str]) -> Iterato
 def test_a_trickle_fails_the_task_at_its_deadline(kafka_bootstrap: str, trickle: str) -> None:
     """Records keep coming, too few: the read fails when its time is up, not when they stop."""
     started = time.monotonic()
-    rows: list[tuple[int, bytes]] = []
+    read = 0
     with pytest.raises(RangeReadTimeout, match=r"of the 1000 records .* within pollTimeoutMs=2000 ms") as failure:
-        for row in read_offset_range(KafkaOffsetRange(kafka_bootstrap, trickle, 0, 0, 1000, 2000)):
-            rows.append(row)
-    assert 3 <= len(rows) < 1000  # it did read the trickle
+        for batch in read_offset_range(KafkaOffsetRange(kafka_bootstrap, trickle, 0, 0, 1000, 2000)):
+            read += batch.num_rows
+    assert 3 <= read < 1000  # it did read the trickle
     assert time.monotonic() - started < 6
-    assert f"read {len(rows)} of the 1000 records" in str(failure.value)
+    assert f"read {read} of the 1000 records" in str(failure.value)
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +109,7 @@ def test_a_fetch_wait_too_short_for_the_log_widens_until_the_broker_answers(
     bootstrap, end = long_log
     part = KafkaOffsetRange(bootstrap, "long", 0, end - 500, end, 30_000, fetch_max_wait_ms=1)
     with caplog.at_level("WARNING", logger=kafka_source.__name__):
-        offsets = [row[4] for row in read_offset_range(part)]
+        offsets = _offsets(part)
     assert offsets[-1] == end - 1 and offsets == sorted(set(offsets))
     assert "return nothing below the high watermark" in caplog.text and "fetch wait now 2 ms" in caplog.text
 
