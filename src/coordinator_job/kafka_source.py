@@ -39,12 +39,12 @@ from typing import Any, TypeVar
 import pyarrow as pa
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.partitioner.default import DefaultPartitioner, murmur2
-from pyspark.sql import Row, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
-    DataSourceStreamWriter,
-    DataSourceWriter,
     InputPartition,
     WriterCommitMessage,
 )
@@ -466,8 +466,8 @@ class KafkaCommitMessage(WriterCommitMessage):
 
 @dataclass(frozen=True)
 class SinkColumns:
-    """Where the sink's input rows hold a record's fields: Spark's rows are tuples in the input schema's order, read
-    by position (a dict per row, `Row.asDict`, cost more than the rest of the row's handling but the send)."""
+    """Where the sink's input rows hold a record's fields: the columns of Spark's Arrow batches, in the input
+    schema's order."""
 
     topic: int
     value: int
@@ -486,15 +486,6 @@ class SinkColumns:
                 raise ValueError(f"{SOURCE_NAME} sink: column '{name}' must be string or binary")
         names = schema.fieldNames()
         return cls(names.index("topic"), names.index("value"), names.index("key") if "key" in fields else None)
-
-
-def _as_bytes(value: bytes | bytearray | str | None) -> bytes | None:
-    """Kafka payload bytes from a binary or string column (None stays None)."""
-    if value is None or isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    return bytes(value)
 
 
 # The sink's producer fills few large batches (a produce request each) instead of sending what its I/O thread finds on
@@ -518,11 +509,24 @@ def key_partition(key: bytes, partitions: int) -> int:
     return (hashed & 0x7FFFFFFF) % partitions
 
 
-def produce_rows(bootstrap_servers: str, rows: Iterator[Row], columns: SinkColumns,
-                 metrics: task_metrics.TaskMetrics | None = None) -> KafkaCommitMessage:
-    """Send every row, wait until Kafka acknowledged all of them (acks=all), raise on any failure; add to `metrics`
-    the time spent waiting for the rows (upstream: in a micro-batch, the shuffle read and the stateful operator),
-    sending them and flushing."""
+def _column(batch: pa.RecordBatch, index: int | None) -> list[Any]:
+    """Column `index` of `batch` as Python values (all None if there is no such column), a string column's as its
+    UTF-8 bytes (Arrow converts them in C)."""
+    if index is None:
+        return [None] * batch.num_rows
+    column = batch.column(index)
+    if pa.types.is_string(column.type):
+        column = column.cast(pa.binary())
+    elif pa.types.is_large_string(column.type):
+        column = column.cast(pa.large_binary())
+    return list(column.to_pylist())
+
+
+def produce_batches(bootstrap_servers: str, batches: Iterator[pa.RecordBatch], columns: SinkColumns,
+                    metrics: task_metrics.TaskMetrics | None = None) -> KafkaCommitMessage:
+    """Send every row of `batches` (as Spark gives a Python sink its rows: Arrow batches), wait until Kafka
+    acknowledged all of them (acks=all), raise on any failure; add to `metrics` the time spent waiting for the rows
+    (upstream: in a micro-batch, the shuffle read and the stateful operator), sending them and flushing."""
     freeze_long_lived_objects()
     producer = _cached_client(_WRITERS, bootstrap_servers, lambda: KafkaProducer(
         bootstrap_servers=bootstrap_servers,
@@ -539,20 +543,20 @@ def produce_rows(bootstrap_servers: str, rows: Iterator[Row], columns: SinkColum
         waiting = sending = 0.0
         clock = time.perf_counter
         asked = clock()
-        for row in rows:
+        for batch in batches:
             got = clock()
             waiting += got - asked
-            topic = row[columns.topic]
-            if not topic:
-                raise ValueError(f"{SOURCE_NAME} sink: row without a topic: {row!r}")
-            key = None if columns.key is None else _as_bytes(row[columns.key])
-            value = _as_bytes(row[columns.value])
-            partition = None  # a record without a key: the producer's partitioner picks a random partition
-            if key is not None:
-                if topic not in partitions:
-                    partitions[topic] = len(producer.partitions_for(topic))
-                partition = key_partition(key, partitions[topic])
-            futures.append(producer.send(topic, key=key, value=value, partition=partition))
+            topics = batch.column(columns.topic).to_pylist()
+            for topic, key, value in zip(topics, _column(batch, columns.key), _column(batch, columns.value),
+                                         strict=True):
+                if not topic:
+                    raise ValueError(f"{SOURCE_NAME} sink: row without a topic: key {key!r}, value {value!r}")
+                partition = None  # a record without a key: the producer's partitioner picks a random partition
+                if key is not None:
+                    if topic not in partitions:
+                        partitions[topic] = len(producer.partitions_for(topic))
+                    partition = key_partition(key, partitions[topic])
+                futures.append(producer.send(topic, key=key, value=value, partition=partition))
             asked = clock()
             sending += asked - got
         waiting += clock() - asked
@@ -570,7 +574,7 @@ def produce_rows(bootstrap_servers: str, rows: Iterator[Row], columns: SinkColum
         raise
 
 
-class KafkaStreamWriter(DataSourceStreamWriter):
+class KafkaStreamWriter(DataSourceStreamArrowWriter):
     """Micro-batch sink: each task produces its rows and flushes before reporting success."""
 
     def __init__(self, bootstrap_servers: str, schema: StructType, metrics_accumulator: str | None = None) -> None:
@@ -578,10 +582,10 @@ class KafkaStreamWriter(DataSourceStreamWriter):
         self.bootstrap_servers = bootstrap_servers
         self.metrics_accumulator = metrics_accumulator
 
-    def write(self, iterator: Iterator[Row]) -> KafkaCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         """Produce this task's rows (runs on an executor)."""
-        return produce_rows(self.bootstrap_servers, iterator, self.columns,
-                            task_metrics.metrics_for_task(self.metrics_accumulator))
+        return produce_batches(self.bootstrap_servers, iterator, self.columns,
+                               task_metrics.metrics_for_task(self.metrics_accumulator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Log how much the micro-batch wrote; the records are already durable in Kafka."""
@@ -594,16 +598,16 @@ class KafkaStreamWriter(DataSourceStreamWriter):
         log.warning("%s sink: batch %d aborted; already-produced records remain", SOURCE_NAME, batchId)
 
 
-class KafkaBatchWriter(DataSourceWriter):
+class KafkaBatchWriter(DataSourceArrowWriter):
     """Batch sink (``df.write.format("coordinator_kafka").mode("append")``), same semantics."""
 
     def __init__(self, bootstrap_servers: str, schema: StructType) -> None:
         self.columns = SinkColumns.of(schema)
         self.bootstrap_servers = bootstrap_servers
 
-    def write(self, iterator: Iterator[Row]) -> KafkaCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         """Produce this task's rows (runs on an executor)."""
-        return produce_rows(self.bootstrap_servers, iterator, self.columns)
+        return produce_batches(self.bootstrap_servers, iterator, self.columns)
 
 
 class KafkaDataSource(DataSource):

@@ -2,20 +2,19 @@
 
 `python -m coordinator_lab.sink_cost --embedded` writes `--records` responses (JSON of `--value-bytes`, keyed by
 the `reply_to`s of the live load's 6,000 members, as `coordinator bench --live` at 2,000 requests/s has them) to a
-fresh topic of `--partitions` partitions through the sink's `produce_rows`, then reads them back through the
+fresh topic of `--partitions` partitions through the sink's `produce_batches`, then reads them back through the
 source's `read_ranges` over the offset ranges the planner would hand out, `--rounds` times in a row with the same
 worker-side Kafka clients (as Spark's reused Python workers keep them). Each side runs the way a Spark Python worker
 runs it, Spark's conversions included:
-- sink: Arrow batches of the rows (what the JVM sends) -> the rows the writer is given (pyspark's own conversion,
-  as `pyspark.sql.worker.write_into_data_source` makes them) -> `produce_rows` (send loop, flush);
+- sink: Arrow batches of the rows (what the JVM sends; pyspark's `write_into_data_source` hands them to an Arrow
+  writer as they are) -> `produce_batches` (send loop, flush);
 - source: `read_ranges` of each task (pack_ranges) -> Arrow batches (pyspark's own `records_to_arrow_batches`).
 
 It prints per round and side microseconds per record: wall time, this process's CPU time (the producer's and the
 consumers' I/O threads included), the CPU time of the thread running the task's code alone, the broker's CPU time
-(when embedded), and the sink's split as the job's task metrics have it (upstream = the row conversion, produce =
-the send loop, flush). The first round pays for new
-clients and metadata; the summary is the mean of the others. `--profile` adds a round under cProfile and prints its
-functions by own time.
+(when embedded), and the sink's split as the job's task metrics have it (upstream = waiting for the batches,
+produce = the send loop, flush). The first round pays for new clients and metadata; the summary is the mean of the
+others. `--profile` adds a round under cProfile and prints its functions by own time.
 """
 
 from __future__ import annotations
@@ -28,21 +27,18 @@ import pstats
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 from kafka import KafkaConsumer
-from pyspark.sql.conversion import ArrowTableToRowsConversion
 from pyspark.sql.types import (
     BinaryType,
     IntegerType,
     LongType,
-    Row,
     StringType,
     StructField,
     StructType,
     TimestampType,
-    _create_row,
 )
 from pyspark.sql.worker.plan_data_source_read import records_to_arrow_batches
 
@@ -79,18 +75,6 @@ def responses(topic: str, count: int, value_bytes: int) -> list[pa.RecordBatch]:
     return batches
 
 
-def spark_rows(batches: Sequence[pa.RecordBatch], schema: StructType) -> Iterator[Row]:
-    """The rows a Python data source writer is given for `batches`, made as pyspark 4.3's worker makes them
-    (`write_into_data_source`: per-column Arrow-to-Python converters, then `_create_row`)."""
-    converters = [ArrowTableToRowsConversion._create_converter(f.dataType, binary_as_bytes=True)
-                  for f in schema.fields]
-    fields = schema.fieldNames()
-    for batch in batches:
-        columns = [ArrowTableToRowsConversion._to_pylist(column) for column in batch.columns]
-        for row in range(batch.num_rows):
-            yield _create_row(fields=fields, values=[converters[c](columns[c][row]) for c in range(len(columns))])
-
-
 class Clock:
     """Wall time, this process's CPU time, its calling thread's (without the Kafka clients' I/O threads, whose share
     varies with how busy the machine is) and the broker's (the CPU time of this process's children)."""
@@ -110,8 +94,7 @@ class Clock:
 def sink(bootstrap: str, batches: Sequence[pa.RecordBatch], records: int) -> dict[str, float]:
     metrics = task_metrics.local_task_metrics()
     clock = Clock()
-    kafka_source.produce_rows(bootstrap, spark_rows(batches, SINK_SCHEMA), kafka_source.SinkColumns.of(SINK_SCHEMA),
-                              metrics)
+    kafka_source.produce_batches(bootstrap, iter(batches), kafka_source.SinkColumns.of(SINK_SCHEMA), metrics)
     figures = clock.us_per(records)
     split = metrics.value
     for name, key in (("upstream", task_metrics.SINK_UPSTREAM_MS), ("produce", task_metrics.SINK_PRODUCE_MS),
