@@ -21,14 +21,13 @@ are strings because the offsets round-trip through JSON. Partitions that appear 
 
 Write options (streaming and batch): ``kafka.bootstrap.servers``, ``taskMetricsAccumulator`` (as for reading: the
 time each task took to produce and to flush its records). Input rows need ``topic string``
-and ``value binary|string`` (null = tombstone) and may have ``key binary|string``. Keys are placed
-as kafka-python's default partitioner places them (murmur2, as the Java client; `key_partition`). Delivery is
+and ``value binary|string`` (null = tombstone) and may have ``key binary|string``. They are written by librdkafka
+(`SinkProducer`); keys are placed as the Java client's default partitioner places them (murmur2). Delivery is
 at-least-once: a retried task re-sends its rows.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import time
@@ -37,8 +36,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pyarrow as pa
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.partitioner.default import DefaultPartitioner, murmur2
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from kafka import KafkaConsumer, TopicPartition
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
     DataSource,
@@ -311,11 +310,11 @@ class PartitionReader:
 # a new client per task costs a connection, metadata and, for the idempotent producer, a producer id (measured
 # here: 27 ms for a new consumer's first fetch vs 6 ms reused, 41 ms vs 6 ms for a producer), paid by every task of
 # every micro-batch, idle ones included. A client that failed is dropped, so the retried task starts with a fresh one.
-Client = TypeVar("Client", PartitionReader, KafkaProducer)
+Client = TypeVar("Client", PartitionReader, "SinkProducer")
 ReaderKey = tuple[str, str, int, int]
 """Bootstrap servers, topic, partition, fetch wait."""
 _READERS: dict[ReaderKey, PartitionReader] = {}
-_WRITERS: dict[str, KafkaProducer] = {}
+_WRITERS: dict[str, SinkProducer] = {}
 Key = TypeVar("Key", str, ReaderKey)
 
 
@@ -328,9 +327,7 @@ def _cached_client(cache: dict[Key, Client], key: Key, create: Callable[[], Clie
 
 def _drop_client(cache: dict[Key, Client], key: Key) -> None:
     client = cache.pop(key, None)
-    if isinstance(client, KafkaProducer):
-        client.close(timeout=5)  # a failed producer may hold records it can no longer deliver
-    elif client is not None:
+    if client is not None:
         client.close()
 
 
@@ -488,38 +485,68 @@ class SinkColumns:
         return cls(names.index("topic"), names.index("value"), names.index("key") if "key" in fields else None)
 
 
-# The sink's producer fills few large batches (a produce request each) instead of sending what its I/O thread finds on
-# each wake-up (~17 records per request at linger 0): a task's flush sends the rest at once, so records wait at most
-# the linger inside a task. Below the brokers' default batch limit (message.max.bytes, 1 MiB). Measured with
-# `python -m coordinator_lab.sink_cost --embedded` (medians of 4 runs): the worker's CPU per record 76 -> 51 us, the
-# embedded broker's 7.2 -> 2.9 us.
+# The sink's producer fills few large batches (a produce request each): a task's flush sends the rest at once, so
+# records wait at most the linger inside a task. Below the brokers' default batch limit (message.max.bytes, 1 MiB).
+# Measured with `python -m coordinator_lab.sink_cost --embedded` on kafka-python's producer (which sent ~17 records
+# a request at linger 0), medians of 4 runs: the worker's CPU per record 76 -> 51 us, the embedded broker's 7.2 -> 2.9.
 SINK_LINGER_MS = 20
 SINK_BATCH_BYTES = 512 * 1024
+# How long the producer retries a record before its task fails (kafka-python's delivery timeout; librdkafka's
+# default is 300 s).
+SINK_DELIVERY_TIMEOUT_MS = 120_000
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def key_partition(key: bytes, partitions: int) -> int:
-    """The partition of a record keyed `key` in a topic of `partitions`, as kafka-python's DefaultPartitioner (and the
-    Java client's default partitioner) picks it: murmur2 of the key, made positive, modulo the partitions.
+class SinkProducer:
+    """A worker's producer for the sink (librdkafka, through confluent-kafka) and the delivery failures of its task.
 
-    Cached per worker: the pure-Python murmur2 and the partitioner's metadata lookups were a fifth of a record's send
-    (`python -m coordinator_lab.sink_cost --profile`), while the keys repeat (the `reply_to`s of the members, of the
-    gateways)."""
-    hashed: int = murmur2(key)
-    return (hashed & 0x7FFFFFFF) % partitions
+    librdkafka builds and sends the records in C: the sink's CPU a record (its I/O threads included) 21.2 -> 2.2 us
+    against kafka-python's producer, whose `send` runs ~40 Python calls a record (`python -m
+    coordinator_lab.sink_cost --embedded`, medians of 4 runs each). Idempotent with acks=all: at-least-once, in order
+    per partition. Keyed records go where the Java client's default partitioner
+    puts them (`murmur2_random`: murmur2 of the key; a record without a key to a random partition). Delivery reports
+    only of failures: no Python call a delivered record."""
 
+    def __init__(self, bootstrap_servers: str) -> None:
+        self.failures: list[KafkaError] = []
+        self.producer = Producer({
+            "bootstrap.servers": bootstrap_servers,
+            "client.id": f"{SOURCE_NAME}-writer",
+            "enable.idempotence": True,
+            "acks": "all",
+            "partitioner": "murmur2_random",
+            "linger.ms": SINK_LINGER_MS,
+            "batch.size": SINK_BATCH_BYTES,
+            "message.timeout.ms": SINK_DELIVERY_TIMEOUT_MS,
+            "delivery.report.only.error": True,
+            "on_delivery": self._failed,
+            "log.connection.close": False,  # a broker closing an idle connection is no news (librdkafka reconnects)
+        })
 
-def _column(batch: pa.RecordBatch, index: int | None) -> list[Any]:
-    """Column `index` of `batch` as Python values (all None if there is no such column), a string column's as its
-    UTF-8 bytes (Arrow converts them in C)."""
-    if index is None:
-        return [None] * batch.num_rows
-    column = batch.column(index)
-    if pa.types.is_string(column.type):
-        column = column.cast(pa.binary())
-    elif pa.types.is_large_string(column.type):
-        column = column.cast(pa.large_binary())
-    return list(column.to_pylist())
+    def _failed(self, error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            self.failures.append(error)
+
+    def send(self, topic: str, key: str | bytes | None, value: str | bytes | None) -> None:
+        """Queue one record, serving delivery reports while librdkafka's queue is full."""
+        while True:
+            try:
+                self.producer.produce(topic, value, key)
+                return
+            except BufferError:
+                self.producer.poll(0.01)
+
+    def flush(self) -> None:
+        """Wait until every queued record is acknowledged or failed; raise if any failed (Spark retries the task)."""
+        self.producer.flush()
+        if self.failures:
+            failures, self.failures = self.failures, []
+            raise KafkaException(failures[0], f"{SOURCE_NAME} sink: {len(failures)} records were not delivered, "
+                                              f"the first: {failures[0]}. Spark retries the task.")
+
+    def close(self) -> None:
+        """Drop what is still queued (a failed task's retry sends it again) and close."""
+        self.producer.purge()
+        self.producer.close()
 
 
 def produce_batches(bootstrap_servers: str, batches: Iterator[pa.RecordBatch], columns: SinkColumns,
@@ -528,47 +555,31 @@ def produce_batches(bootstrap_servers: str, batches: Iterator[pa.RecordBatch], c
     acknowledged all of them (acks=all), raise on any failure; add to `metrics` the time spent waiting for the rows
     (upstream: in a micro-batch, the shuffle read and the stateful operator), sending them and flushing."""
     freeze_long_lived_objects()
-    producer = _cached_client(_WRITERS, bootstrap_servers, lambda: KafkaProducer(
-        bootstrap_servers=bootstrap_servers,
-        client_id=f"{SOURCE_NAME}-writer",
-        acks="all",
-        enable_idempotence=True,
-        partitioner=DefaultPartitioner(),
-        linger_ms=SINK_LINGER_MS,
-        batch_size=SINK_BATCH_BYTES,
-    ))
+    producer = _cached_client(_WRITERS, bootstrap_servers, lambda: SinkProducer(bootstrap_servers))
     try:
-        futures = []
-        partitions: dict[str, int] = {}  # the topics' partition counts, from the producer's metadata, once a task
+        sent = 0
         waiting = sending = 0.0
         clock = time.perf_counter
         asked = clock()
         for batch in batches:
             got = clock()
             waiting += got - asked
-            topics = batch.column(columns.topic).to_pylist()
-            for topic, key, value in zip(topics, _column(batch, columns.key), _column(batch, columns.value),
-                                         strict=True):
+            keys = [None] * batch.num_rows if columns.key is None else batch.column(columns.key).to_pylist()
+            for topic, key, value in zip(batch.column(columns.topic).to_pylist(), keys,
+                                         batch.column(columns.value).to_pylist(), strict=True):
                 if not topic:
                     raise ValueError(f"{SOURCE_NAME} sink: row without a topic: key {key!r}, value {value!r}")
-                partition = None  # a record without a key: the producer's partitioner picks a random partition
-                if key is not None:
-                    if topic not in partitions:
-                        partitions[topic] = len(producer.partitions_for(topic))
-                    partition = key_partition(key, partitions[topic])
-                futures.append(producer.send(topic, key=key, value=value, partition=partition))
+                producer.send(topic, key, value)
+            sent += batch.num_rows
             asked = clock()
             sending += asked - got
         waiting += clock() - asked
         flushing = clock()
         producer.flush()
-        for future in futures:
-            future.get()  # re-raises the send error so Spark fails and retries the task
         if metrics is not None:
             metrics.add({task_metrics.SINK_UPSTREAM_MS: waiting * 1000, task_metrics.SINK_PRODUCE_MS: sending * 1000,
-                         task_metrics.SINK_FLUSH_MS: task_metrics.since_ms(flushing),
-                         task_metrics.SINK_RECORDS: len(futures)})
-        return KafkaCommitMessage(records=len(futures))
+                         task_metrics.SINK_FLUSH_MS: task_metrics.since_ms(flushing), task_metrics.SINK_RECORDS: sent})
+        return KafkaCommitMessage(records=sent)
     except BaseException:
         _drop_client(_WRITERS, bootstrap_servers)
         raise

@@ -10,12 +10,11 @@ runs it, Spark's conversions included:
   writer as they are) -> `produce_batches` (send loop, flush);
 - source: `read_ranges` of each task (pack_ranges) -> Arrow batches (pyspark's own `records_to_arrow_batches`).
 
-It prints per round and side microseconds per record: wall time, this process's CPU time (the producer's and the
-consumers' I/O threads included), the CPU time of the thread running the task's code alone, the broker's CPU time
-(when embedded), and the sink's split as the job's task metrics have it (upstream = waiting for the batches,
-produce = the send loop, flush). The first round pays for new clients and metadata; the summary is the mean of the
-others. `--profile` adds a round under cProfile and prints its functions by own time. `--librdkafka` also sends the
-records through a confluent-kafka producer (librdkafka, in C) with the sink's delivery settings, for comparison.
+It prints per round and side microseconds per record: wall time, this process's CPU time (the Kafka clients' I/O
+threads included, librdkafka's among them), the CPU time of the thread running the task's code alone, the broker's
+CPU time (when embedded), and the sink's split as the job's task metrics have it (upstream = waiting for the
+batches, produce = the send loop, flush). The first round pays for new clients and metadata; the summary is the
+mean of the others. `--profile` adds a round under cProfile and prints its functions by own time.
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import pyarrow as pa
 from kafka import KafkaConsumer
@@ -105,40 +103,6 @@ def sink(bootstrap: str, batches: Sequence[pa.RecordBatch], records: int) -> dic
     return figures
 
 
-def librdkafka_producer(bootstrap: str) -> Any:
-    """A confluent-kafka (librdkafka, in C) producer with the sink's delivery settings, to compare with."""
-    from confluent_kafka import Producer
-
-    return Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                     "linger.ms": kafka_source.SINK_LINGER_MS, "batch.size": kafka_source.SINK_BATCH_BYTES,
-                     "partitioner": "murmur2_random",  # the Java client's placement of keyed records
-                     "log_level": 4})  # not the disconnection notice when the embedded broker stops
-
-
-def librdkafka_sink(producer: Any, batches: Sequence[pa.RecordBatch], records: int) -> dict[str, float]:
-    """The same records through `producer`, delivery checked as the sink checks it: what a C client would cost."""
-    failures: list[Any] = []
-
-    def delivered(error: Any, message: Any) -> None:
-        if error is not None:
-            failures.append(error)
-
-    clock = Clock()
-    for batch in batches:
-        topics, keys, values = (batch.column(i).to_pylist() for i in range(3))
-        for topic, key, value in zip(topics, keys, values, strict=True):
-            while True:
-                try:
-                    producer.produce(topic, value, key, on_delivery=delivered)
-                    break
-                except BufferError:  # its queue is full: serve delivery reports until there is room
-                    producer.poll(0.01)
-        producer.poll(0)
-    if producer.flush(30) or failures:
-        raise RuntimeError(f"librdkafka: {len(failures)} records failed ({failures[:3]}) or were not delivered")
-    return clock.us_per(records)
-
-
 def source(bootstrap: str, topic: str, start: dict[str, int], end: dict[str, int]) -> dict[str, float]:
     records = sum(end[p] - start.get(p, 0) for p in end)
     ranges = [kafka_source.KafkaOffsetRange(bootstrap, topic, int(p), start.get(p, 0), end[p], 60_000)
@@ -164,7 +128,7 @@ def _profiled(run: Callable[[], dict[str, float]], top: int) -> dict[str, float]
 
 
 def _line(side: str, label: str, figures: dict[str, float]) -> str:
-    return f"{side:<7} {label:<9} " + "  ".join(f"{name} {value:6.1f}" for name, value in figures.items())
+    return f"{side:<6} {label:<9} " + "  ".join(f"{name} {value:6.1f}" for name, value in figures.items())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -175,8 +139,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=3, help="partitions of the topic")
     parser.add_argument("--rounds", type=int, default=3, help="rounds (the first one is not in the summary)")
     parser.add_argument("--profile", action="store_true", help="one more round under cProfile, printed")
-    parser.add_argument("--librdkafka", action="store_true",
-                        help="also send the records through a confluent-kafka (librdkafka) producer, for comparison")
     parser.add_argument("--top", type=int, default=25, help="functions printed per profile")
     args = parser.parse_args(argv)
     if args.rounds < 2:
@@ -188,14 +150,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         batches = responses(topic, args.records, args.value_bytes)
         planner = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
                                 fetch_max_wait_ms=FETCH_MAX_WAIT_MS)
-        results: dict[str, list[dict[str, float]]] = {"sink": [], "source": [], "rdkafka": []}
-        c_producer = librdkafka_producer(bootstrap) if args.librdkafka else None
+        results: dict[str, list[dict[str, float]]] = {"sink": [], "source": []}
 
         def round_trip(profile: bool) -> tuple[dict[str, float], dict[str, float]]:
             start = log_end_offsets(planner, topic)
             wrote = sink(bootstrap, batches, args.records) if not profile else _profiled(
                 lambda: sink(bootstrap, batches, args.records), args.top)
             end = log_end_offsets(planner, topic, refresh_metadata=False)
+            wrote_records = sum(end.values()) - sum(start.values())
+            if wrote_records != args.records:
+                raise RuntimeError(f"the sink wrote {wrote_records} of {args.records} records")
             read = source(bootstrap, topic, start, end) if not profile else _profiled(
                 lambda: source(bootstrap, topic, start, end), args.top)
             return wrote, read
@@ -210,12 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if n:
                     results["sink"].append(wrote)
                     results["source"].append(read)
-                if c_producer is not None:
-                    results["rdkafka"].append(librdkafka_sink(c_producer, batches, args.records))
-                    print(_line("rdkafka", f"round {n + 1}", results["rdkafka"][-1]), flush=True)
-            summary = {side: {name: round(statistics.fmean(r[name] for r in rounds[-(args.rounds - 1):]), 1)
-                              for name in rounds[0]}
-                       for side, rounds in results.items() if rounds}
+            summary = {side: {name: round(statistics.fmean(r[name] for r in rounds), 1) for name in rounds[0]}
+                       for side, rounds in results.items()}
             for side, figures in summary.items():
                 print(_line(side, "mean", figures))
             if args.profile:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,16 +19,18 @@ from pyspark import cloudpickle
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadMaxRows
+from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-from coordinator_job.broker import create_topics
+from coordinator_job.broker import create_topics, log_end_offsets
 from coordinator_job.kafka_source import (
     KafkaDataSource,
     KafkaOffsetRange,
     KafkaStreamReader,
     ReaderOptions,
+    SinkColumns,
     cap_offsets,
-    key_partition,
     pack_ranges,
+    produce_batches,
 )
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -169,23 +172,43 @@ def test_batch_write_to_two_topics_partitions_by_murmur2(
 
 
 @pytest.fixture(scope="module")
-def default_placement(kafka_bootstrap: str) -> Iterator[tuple[KafkaProducer, str, int]]:
-    """A kafka-python producer with its default partitioner, and a topic of 5 partitions to place keys in."""
-    topic = f"placement.{uuid.uuid4().hex[:8]}"
-    create_topics(kafka_bootstrap, [(topic, 5, False)])
-    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks=1, linger_ms=5)
-    yield producer, topic, 5
+def placement(kafka_bootstrap: str) -> Iterator[tuple[str, str, KafkaProducer, KafkaConsumer]]:
+    """A topic of 5 partitions for the sink, one for kafka-python's producer with its default partitioner, that
+    producer, and a consumer."""
+    sink_topic, reference_topic = (f"placement-{name}.{uuid.uuid4().hex[:8]}" for name in ("sink", "reference"))
+    create_topics(kafka_bootstrap, [(sink_topic, 5, False), (reference_topic, 5, False)])
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks=1)
+    consumer = KafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=None, enable_auto_commit=False)
+    yield sink_topic, reference_topic, producer, consumer
     producer.close()
+    consumer.close()
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(st.lists(st.binary(max_size=40), min_size=1, max_size=20))
-def test_the_sinks_key_partition_is_where_the_default_partitioner_puts_a_key(
-        default_placement: tuple[KafkaProducer, str, int], keys: list[bytes]) -> None:
-    producer, topic, partitions = default_placement
-    sent = [producer.send(topic, key=key, value=b"") for key in keys]
-    producer.flush()
-    assert [key_partition(key, partitions) for key in keys] == [future.get(timeout=10).partition for future in sent]
+def test_the_sink_puts_a_key_where_kafka_pythons_default_partitioner_does(
+        kafka_bootstrap: str, placement: tuple[str, str, KafkaProducer, KafkaConsumer], keys: list[bytes]) -> None:
+    sink_topic, reference_topic, producer, consumer = placement
+    expected = [future.get(timeout=10).partition
+                for future in [producer.send(reference_topic, key=key, value=b"") for key in keys]]
+    start = log_end_offsets(consumer, sink_topic)
+    batch = pa.record_batch([pa.array([sink_topic] * len(keys)), pa.array(keys, pa.binary()),
+                             pa.array([str(i).encode() for i in range(len(keys))], pa.binary())],
+                            names=["topic", "key", "value"])
+    columns = SinkColumns.of(StructType([StructField("topic", StringType()), StructField("key", BinaryType()),
+                                         StructField("value", BinaryType())]))
+    assert produce_batches(kafka_bootstrap, iter([batch]), columns).records == len(keys)
+    end = log_end_offsets(consumer, sink_topic, refresh_metadata=False)
+    placed: dict[int, int] = {}
+    deadline = time.monotonic() + 20
+    for partition in range(5):
+        tp = TopicPartition(sink_topic, partition)
+        consumer.assign([tp])
+        consumer.seek(tp, start[str(partition)])
+        while consumer.position(tp) < end[str(partition)] and time.monotonic() < deadline:
+            for record in consumer.poll(timeout_ms=1000).get(tp, []):
+                placed[int(record.value)] = partition
+    assert [placed.get(i) for i in range(len(keys))] == expected
 
 
 def test_stream_write_copies_a_topic(
