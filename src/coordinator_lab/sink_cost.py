@@ -15,6 +15,7 @@ threads included, librdkafka's among them), the CPU time of the thread running t
 CPU time (when embedded), and the sink's split as the job's task metrics have it (upstream = waiting for the
 batches, produce = the send loop, flush). The first round pays for new clients and metadata; the summary is the
 mean of the others. `--profile` adds a round under cProfile and prints its functions by own time.
+`--librdkafka-reader` also reads each round's records through librdkafka consumers (confluent-kafka), to compare.
 """
 
 from __future__ import annotations
@@ -43,7 +44,14 @@ from pyspark.sql.types import (
 from pyspark.sql.worker.plan_data_source_read import records_to_arrow_batches
 
 from coordinator_job import kafka_source, task_metrics
-from coordinator_job.broker import FETCH_MAX_WAIT_MS, broker_or_embedded, create_topics, log_end_offsets
+from coordinator_job.broker import (
+    FETCH_MAX_WAIT_MS,
+    READER_FETCH_MAX_WAIT_MS,
+    broker_or_embedded,
+    create_topics,
+    log_end_offsets,
+)
+from coordinator_job.file_source import ARROW_SCHEMA
 
 from .measuring import command_parser, tree_cpu_seconds
 
@@ -118,6 +126,46 @@ def source(bootstrap: str, topic: str, start: dict[str, int], end: dict[str, int
     return clock.us_per(records)
 
 
+def librdkafka_read(bootstrap: str, topic: str, start: dict[str, int], end: dict[str, int]) -> dict[str, float]:
+    """For comparison: the same ranges read by librdkafka consumers (confluent-kafka, in C) into the same Arrow
+    batches. A consumer a partition, made and closed within the timing: a kept one fetches ahead in its own threads,
+    outside of it (a bound from above: its connection and first fetch are in)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    records = sum(end[p] - start.get(p, 0) for p in end)
+    clock = Clock()
+    read = 0
+    for p in sorted(end, key=int):
+        partition, position, last = int(p), start.get(p, 0), end[p]
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "sink-cost", "enable.auto.commit": False,
+                             "auto.offset.reset": "error", "fetch.wait.max.ms": READER_FETCH_MAX_WAIT_MS,
+                             "log_level": 4})
+        consumer.assign([TopicPartition(topic, partition, position)])
+        keys, values, offsets, stamps = [], [], [], []
+        deadline = time.monotonic() + 60
+        while position < last and time.monotonic() < deadline:
+            for message in consumer.consume(last - position, 0.2):
+                offset = message.offset()
+                if message.error() is not None or offset is None:
+                    raise RuntimeError(f"librdkafka: {message.error()}")
+                if offset >= last:
+                    break
+                keys.append(message.key())
+                values.append(message.value())
+                offsets.append(offset)
+                stamps.append(message.timestamp()[1] * 1000)
+                position = offset + 1
+        consumer.close()
+        n = len(offsets)
+        read += pa.RecordBatch.from_arrays([
+            pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array([topic] * n, pa.string()),
+            pa.array([partition] * n, pa.int32()), pa.array(offsets, pa.int64()),
+            pa.array(stamps, ARROW_SCHEMA.field("timestamp").type)], schema=ARROW_SCHEMA).num_rows
+    if read != records:
+        raise RuntimeError(f"librdkafka read {read} records of {records}")
+    return clock.us_per(records)
+
+
 def _profiled(run: Callable[[], dict[str, float]], top: int) -> dict[str, float]:
     profile = cProfile.Profile()
     figures = profile.runcall(run)
@@ -128,7 +176,7 @@ def _profiled(run: Callable[[], dict[str, float]], top: int) -> dict[str, float]
 
 
 def _line(side: str, label: str, figures: dict[str, float]) -> str:
-    return f"{side:<6} {label:<9} " + "  ".join(f"{name} {value:6.1f}" for name, value in figures.items())
+    return f"{side:<7} {label:<9} " + "  ".join(f"{name} {value:6.1f}" for name, value in figures.items())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -140,6 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds (the first one is not in the summary)")
     parser.add_argument("--profile", action="store_true", help="one more round under cProfile, printed")
     parser.add_argument("--top", type=int, default=25, help="functions printed per profile")
+    parser.add_argument("--librdkafka-reader", action="store_true",
+                        help="also read the records back through librdkafka consumers (confluent-kafka), to compare")
     args = parser.parse_args(argv)
     if args.rounds < 2:
         parser.error("--rounds must be at least 2 (the first round is not in the summary)")
@@ -150,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         batches = responses(topic, args.records, args.value_bytes)
         planner = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
                                 fetch_max_wait_ms=FETCH_MAX_WAIT_MS)
-        results: dict[str, list[dict[str, float]]] = {"sink": [], "source": []}
+        results: dict[str, list[dict[str, float]]] = {"sink": [], "source": [], "rdkafka": []}
 
         def round_trip(profile: bool) -> tuple[dict[str, float], dict[str, float]]:
             start = log_end_offsets(planner, topic)
@@ -162,6 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise RuntimeError(f"the sink wrote {wrote_records} of {args.records} records")
             read = source(bootstrap, topic, start, end) if not profile else _profiled(
                 lambda: source(bootstrap, topic, start, end), args.top)
+            if args.librdkafka_reader and not profile:
+                results["rdkafka"].append(librdkafka_read(bootstrap, topic, start, end))
             return wrote, read
 
         print(f"{args.records} records of {args.value_bytes} bytes, {args.partitions} partitions, "
@@ -171,11 +223,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 wrote, read = round_trip(profile=False)
                 print(_line("sink", f"round {n + 1}", wrote), flush=True)
                 print(_line("source", f"round {n + 1}", read), flush=True)
+                if args.librdkafka_reader:
+                    print(_line("rdkafka", f"round {n + 1}", results["rdkafka"][-1]), flush=True)
                 if n:
                     results["sink"].append(wrote)
                     results["source"].append(read)
+                else:
+                    results["rdkafka"].clear()
             summary = {side: {name: round(statistics.fmean(r[name] for r in rounds), 1) for name in rounds[0]}
-                       for side, rounds in results.items()}
+                       for side, rounds in results.items() if rounds}
             for side, figures in summary.items():
                 print(_line(side, "mean", figures))
             if args.profile:
