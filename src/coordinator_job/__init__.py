@@ -7,7 +7,7 @@ helpers (`broker`), its Prometheus series (`metrics`), and the tools over record
 `diff`.
 
 May import the engine (coordinator_state), what the metrics share (coordinator_metrics), pyspark, pyarrow, pandas,
-kafka-python and (in `metrics`) prometheus_client; never the lab
+kafka-python, confluent-kafka (the sink's producer) and (in `metrics`) prometheus_client; never the lab
 (coordinator_lab), the chaos harness, the gateway, the client library or the CLI. `replay` (local engine),
 `record` and `diff` import no pyspark at module level: Spark loads only when a Spark replay runs.
 """

@@ -1,7 +1,7 @@
 """Kafka source and sink for Spark, as a PySpark Python data source named ``coordinator_kafka``.
 
 Spark's JVM Kafka connector is not available here, so Kafka is read and written through
-``pyspark.sql.datasource`` on top of kafka-python.
+``pyspark.sql.datasource``: read with kafka-python, written with librdkafka (confluent-kafka, `SinkProducer`).
 
 Streaming read options:
   ``kafka.bootstrap.servers`` (required), ``subscribe`` (required, one topic),
