@@ -3,14 +3,17 @@ one call per group would."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from coordinator_job.job import CoordinatorStep, GroupRecords, OutputRow
-from coordinator_job.settings import load_settings
+from coordinator_job.live_job import pin_state_layout
+from coordinator_job.settings import SettingsError, load_settings
 from coordinator_job.state_buckets import (
     BucketFormatError,
     StoredGroup,
@@ -79,3 +82,15 @@ def test_groups_sharing_keys_answer_as_groups_with_their_own_keys(batch_size: in
     per_group = run_keys(batches, 0)
     assert sum(map(len, per_group)) > len(traffic) // 2
     assert run_keys(batches, 1) == run_keys(batches, 3) == per_group
+
+
+def test_a_checkpoint_refuses_another_bucket_count_than_it_started_with(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "checkpoint"
+    pin_state_layout(load_settings(overrides=["coordinator.state.buckets=8"]), checkpoint)
+    pin_state_layout(load_settings(overrides=["coordinator.state.buckets=8"]), checkpoint)  # a restart
+    with pytest.raises(SettingsError, match=re.escape("buckets=8, this run has 0: set it back to 8")):
+        pin_state_layout(load_settings(overrides=["coordinator.state.buckets=0"]), checkpoint)
+    older = tmp_path / "older"
+    (older / "offsets").mkdir(parents=True)  # a checkpoint of a version that wrote no layout
+    with pytest.raises(SettingsError, match="fresh checkpoint"):
+        pin_state_layout(load_settings(), older)
