@@ -27,10 +27,10 @@ def to_json(obj: Any) -> str:
     """Compact JSON, UTF-8 text as is, keys in the order built: the one output format.
 
     The text is json.dumps's (ensure_ascii=False, compact separators), written by orjson in a quarter of the time
-    where the two agree: objects and arrays of str, int, bool, null and str/int enum members. orjson refuses
-    the rest of the cases the two disagree on (integers outside 64 bits, lone surrogates, keys that are not
-    str, nesting past 254), and a float (formatted otherwise by each) or any other type is not given to it:
-    those take json.dumps.
+    where the two agree: objects and arrays (lists, tuples) of str, int, bool, null and str/int enum members.
+    orjson refuses the rest of the cases the two disagree on (integers outside 64 bits, lone surrogates, keys that
+    are not str, nesting past 254), and a float (formatted otherwise by each) or any other type is not given to
+    it: those take json.dumps.
     """
     if orjson is not None and (type(obj) is dict or type(obj) is list):
         try:
@@ -58,14 +58,14 @@ def from_json(raw: bytes) -> Any:
     return json.loads(raw)
 
 
-def _holds_only_what_orjson_writes_alike(container: dict[Any, Any] | list[Any]) -> bool:
-    """Whether every value inside is an object, array, str, int, bool, null or str/int enum member (of the
-    enum's own value, as json.dumps writes it): no float, nor any other type."""
+def _holds_only_what_orjson_writes_alike(container: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> bool:
+    """Whether every value inside is an object, array (a list or tuple), str, int, bool, null or str/int enum member
+    (of the enum's own value, as json.dumps writes it): no float, nor any other type."""
     for value in container.values() if type(container) is dict else container:
         kind = type(value)
         if kind is str or kind is int or value is None or kind is bool:
             continue
-        if kind is dict or kind is list:
+        if kind is dict or kind is list or kind is tuple:  # a tuple: an array, in both
             if _holds_only_what_orjson_writes_alike(value):
                 continue
             return False
