@@ -109,9 +109,9 @@ class Declaration:
         """Sets every journaled field back to its value in a before-image."""
         self.stored = tuple((name, spec.key, spec) for name, spec in specs if spec.key is not None)
         self.shown = tuple((name, spec.shown, spec.view) for name, spec in specs if spec.shown is not None)
-        # Generated too: a group's state is decoded and encoded at every call of the Spark job's step.
-        coders: dict[str, Any] = {}
-        encoded, decoded = [], []
+        # Generated too: a group's state is read and written at every call of the Spark job's step.
+        coders: dict[str, Any] = {"cls": cls}
+        encoded, loaded = [], []
         for name, key, spec in self.stored:
             value, stored_value = f"obj.{name}", f"data[{key!r}]"
             if spec.encode is not None:
@@ -124,22 +124,19 @@ class Declaration:
                 coders[f"missing_{name}"] = spec.missing
                 stored_value = f"({stored_value} if {key!r} in data else missing_{name}(data))"
             encoded.append(f"{key!r}: {value}, ")
-            decoded.append(f"{name!r}: {stored_value}, ")
-        self._encode: Callable[[Any], dict[str, Any]] = _compiled(
+            loaded.append(f"{name}={stored_value}, ")
+        self.encode: Callable[[Any], dict[str, Any]] = _compiled(
             f"def encode(obj):\n    return {{{''.join(encoded)}}}\n", "encode", dict(coders))
-        self._decode: Callable[[Mapping[str, Any]], dict[str, Any]] = _compiled(
-            f"def decode(data):\n    return {{{''.join(decoded)}}}\n", "decode", dict(coders))
+        """Every stored field under its key, encoded, in declaration order."""
+        self._load: Callable[[Mapping[str, Any], dict[str, Any]], Any] = _compiled(
+            f"def load(data, given):\n    return cls(**given, {''.join(loaded)})\n", "load", dict(coders))
         self._required = tuple(key for _, key, spec in self.stored if spec.missing is None)
 
-    def encode(self, obj: Any) -> dict[str, Any]:
-        """Every stored field under its key, encoded, in declaration order."""
-        return self._encode(obj)
-
-    def decode(self, data: Mapping[str, Any]) -> dict[str, Any]:
-        """The stored fields as constructor arguments, from what `encode` wrote (in any format so far): a key
-        an older format lacks takes the field's `missing` value."""
+    def load(self, data: Mapping[str, Any], **given: Any) -> Any:
+        """An object made from what `encode` wrote (in any format so far: a key an older format lacks takes the
+        field's `missing` value), and the other constructor arguments `given`."""
         try:
-            return self._decode(data)
+            return self._load(data, given)
         except KeyError:
             absent = next((key for key in self._required if key not in data), None)
             if absent is None:
