@@ -69,12 +69,15 @@ def decode_streams_group(data: Mapping[str, Any], config: EngineConfig) -> Strea
     return group
 
 
+# A group's tasks are read and written at every call of the Spark job's step: the conversions run as map()s of
+# builtins, with no Python frame per task.
+
 def _tasks(tasks: frozenset[TaskId]) -> list[list[Any]]:
-    return [list(task) for task in sorted(tasks)]
+    return list(map(list, sorted(tasks)))
 
 
 def _task_set(data: list[list[Any]]) -> frozenset[TaskId]:
-    return frozenset((s, p) for s, p in data)
+    return frozenset(map(tuple, data))  # [subtopology id, partition] pairs
 
 
 def _assigned_to_json(tasks: AssignedTasks) -> list[Any]:
@@ -99,7 +102,10 @@ def _member_to_json(m: StreamsMember) -> list[Any]:
 
 def _member_from_json(d: list[Any]) -> StreamsMember:
     return StreamsMember(
-        d[0], d[1], d[2], MemberState(d[3]), d[4], d[5], d[6], d[7], d[8], d[9], d[10],
+        d[0], d[1], d[2], _MEMBER_STATES[d[3]], d[4], d[5], d[6], d[7], d[8], d[9], d[10],
         None if d[11] is None else Endpoint(*d[11]), tuple((k, v) for k, v in d[12]),
         _assigned_from_json(d[13]), _assigned_from_json(d[14]),
         tuple(TaskOffset(*o) for o in d[15]), tuple(TaskOffset(*o) for o in d[16]))
+
+
+_MEMBER_STATES: dict[str, MemberState] = {state.value: state for state in MemberState}  # a lookup: no enum call
