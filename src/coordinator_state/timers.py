@@ -23,6 +23,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 from enum import StrEnum
+from operator import attrgetter
 from typing import Any
 
 from .journal import MISSING, RESCHEDULED, Journal
@@ -169,10 +170,12 @@ class Timers:
         heapq.heapify(self.heap)
 
     def to_json(self) -> list[Any]:
-        """[next seq, timers in scheduling order, deferred keys in scheduling order (format 3)]."""
-        ordered = sorted(self.entries.values(), key=lambda t: t.seq)
-        return [self.next_seq, [[t.kind.value, t.target, t.deadline, t.seq, list(t.payload)] for t in ordered],
-                [[t.kind.value, t.target] for t in ordered if t.key in self.deferred]]
+        """[next seq, timers in scheduling order, deferred keys in scheduling order (format 3)]; a kind is written
+        as its name, a payload as an array (a str enum member and a tuple are the JSON writer's to write)."""
+        ordered = sorted(self.entries.values(), key=_SCHEDULING_ORDER)
+        deferred = self.deferred
+        return [self.next_seq, [[t.kind, t.target, t.deadline, t.seq, t.payload] for t in ordered],
+                [[t.kind, t.target] for t in ordered if (t.kind, t.target) in deferred] if deferred else []]
 
     @classmethod
     def from_json(cls, data: list[Any]) -> Timers:
@@ -191,3 +194,4 @@ class Timers:
 # Each kind by its stored name: a dict lookup, where calling the enum class costs several times more (a group's
 # timers are read at every call of the Spark job's step).
 _TIMER_KINDS: dict[str, TimerKind] = {kind.value: kind for kind in TimerKind}
+_SCHEDULING_ORDER = attrgetter("seq")
