@@ -8,6 +8,7 @@ progress reports), across restarts, and hands each new report to the job's metri
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -27,7 +28,7 @@ from coordinator_state import tick_envelope, to_json
 
 from .broker import create_topics, read_compacted
 from .metrics import JobMetrics
-from .settings import ROOT
+from .settings import ROOT, SettingsError
 from .spark_session import use_checkpoint
 from .task_metrics import ACCUMULATOR_OPTION, Breakdown, Metrics, TaskMetrics, task_metrics
 
@@ -187,6 +188,28 @@ class LiveStatus:
         }
 
 
+# Beside Spark's files in a checkpoint: the job's own settings that its state depends on.
+STATE_LAYOUT_FILE = "coordinator-state.json"
+
+
+def pin_state_layout(settings: Mapping[str, Any], checkpoint: Path) -> None:
+    """Records in a fresh checkpoint how many state keys its groups share, and refuses to start a query on a
+    checkpoint started with another number: its groups would be looked for under other keys, and lost."""
+    buckets = int(settings["coordinator.state.buckets"])
+    marker = checkpoint / STATE_LAYOUT_FILE
+    if marker.exists():
+        pinned = json.loads(marker.read_text())["state_buckets"]
+        if pinned != buckets:
+            raise SettingsError(f"checkpoint {checkpoint} keeps its groups under coordinator.state.buckets={pinned}, "
+                                f"this run has {buckets}: set it back to {pinned}, or start on a fresh checkpoint")
+        return
+    if (checkpoint / "offsets").exists():
+        raise SettingsError(f"checkpoint {checkpoint} was written by a version of the job whose state this one cannot "
+                            f"read (before groups shared state keys): start on a fresh checkpoint")
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"state_buckets": buckets}) + "\n")
+
+
 def start_query(spark: SparkSession, settings: Mapping[str, Any], checkpoint: Path, *, available_now: bool = False,
                 late_requests: Accumulator[int] | None = None,
                 changed_groups: Accumulator[ChangedGroups] | None = None,
@@ -199,6 +222,7 @@ def start_query(spark: SparkSession, settings: Mapping[str, Any], checkpoint: Pa
     """
     from .job import build_pipeline
 
+    pin_state_layout(settings, checkpoint)
     # On a thread other than the session's, the sink's `coordinator_kafka` is looked up through the JVM
     # thread's active session, which is unset there (ClassNotFoundException coordinator_kafka.DefaultSource);
     # PySpark's own createDataFrame sets it the same way.

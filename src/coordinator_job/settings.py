@@ -51,6 +51,7 @@ DEFAULTS: dict[str, Any] = {
     "coordinator.source.fetch.max.wait.ms": 500,
     "coordinator.stateful.operator": APPLY_IN_PANDAS_WITH_STATE,
     "coordinator.state.store": "",  # rocksdb or hdfs; empty: the operator's default (DEFAULT_STATE_STORES)
+    "coordinator.state.buckets": 64,  # 0: one state key per group; N: the groups share N keys (state_buckets)
     "coordinator.metrics.listen": "",  # HOST:PORT of the Prometheus endpoint; empty: none
 }
 

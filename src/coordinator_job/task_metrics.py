@@ -31,7 +31,8 @@ OPERATOR_INPUT_MS = "operator_input_ms"  # a call receiving its rows: Spark's pe
 STATE_LOAD_MS = "state_load_ms"
 ENGINE_MS = "engine_ms"
 STATE_WRITE_MS = "state_write_ms"
-OPERATOR_CALLS = "operator_calls"
+OPERATOR_CALLS = "operator_calls"  # one per state key and micro-batch
+GROUPS_STEPPED = "groups_stepped"  # the groups those calls ran through the engine
 SINK_UPSTREAM_MS = "sink_upstream_ms"  # the sink task waiting for its rows: shuffle read, stateful operator
 SINK_PRODUCE_MS = "sink_produce_ms"
 SINK_FLUSH_MS = "sink_flush_ms"
@@ -129,7 +130,8 @@ class Breakdown:
             "stateful_stage_ms": _mean(t.get(SINK_UPSTREAM_MS, 0), n),
             "sink_produce_ms": _mean(t.get(SINK_PRODUCE_MS, 0), n),
             "sink_flush_ms": _mean(t.get(SINK_FLUSH_MS, 0), n),
-            "groups_per_batch": _mean(t.get(OPERATOR_CALLS, 0), n),
+            "calls_per_batch": _mean(t.get(OPERATOR_CALLS, 0), n),
+            "groups_per_batch": _mean(t.get(GROUPS_STEPPED, 0), n),
             "records_out_per_batch": _mean(t.get(SINK_RECORDS, 0), n),
         }
 

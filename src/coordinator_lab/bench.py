@@ -17,7 +17,20 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from coordinator_state import SIMULATION_EPOCH_MS as EPOCH_MS
-from coordinator_state import Api, LocalCoordinator, request_envelope
+from coordinator_state import (
+    Api,
+    EngineConfig,
+    Invalid,
+    LocalCoordinator,
+    Request,
+    Tick,
+    encode_group,
+    for_one_group,
+    parse_raw,
+    request_envelope,
+    run_group,
+    to_json,
+)
 from coordinator_state.envelope import TOPIC_METADATA
 from coordinator_state.streams.assignor import AssignorMember, SubtopologyTasks, assign
 
@@ -27,6 +40,8 @@ META = base64.b64encode(b"consumer-metadata").decode()
 CONFIG = {"group.initial.rebalance.delay.ms": 3000}
 COMMIT_TOPIC = "events"
 STREAMS_MEMBERS = 1000
+STREAMS_CONFIG = {"group.streams.initial.rebalance.delay.ms": 3000, "group.streams.assignment.interval.ms": 0}
+GROUP_STEP_CALLS = 2000
 
 
 def _subscription(topic: str) -> str:
@@ -168,41 +183,103 @@ def bench_join_round(members: int) -> dict[str, float]:
     return {f"join_round_{members}_members_ms": elapsed * 1000}
 
 
-def bench_streams_heartbeats(members: int, rounds: int) -> dict[str, float]:
-    """Heartbeats of a Stable streams group of `members` members (each a process of its own, 1,000 tasks) through
-    `LocalCoordinator.handle`: envelope, routing, parsing, the streams group type and the answer, as the classic
-    heartbeats are measured."""
+def _streams_heartbeat(body: dict[str, Any], correlation_id: int, at: int) -> dict[str, Any]:
+    client = str(body["member_id"])
+    return request_envelope(Api.STREAMS_GROUP_HEARTBEAT, body, version=0, correlation_id=correlation_id,
+                            client_id=client, reply_to=client, timestamp_ms=at)
+
+
+def stable_streams_group(members: int, partitions: int) -> tuple[LocalCoordinator, list[tuple[str, int]], int]:
+    """A Stable streams group "g" of `members` members (each a process of its own) on one topic of `partitions`
+    partitions; returns the coordinator, each member's (id, epoch) and the time reached."""
     # Every member joins within the initial delay: one target assignment when it ends, not one per join.
-    coord = LocalCoordinator({"group.streams.initial.rebalance.delay.ms": 3000,
-                              "group.streams.assignment.interval.ms": 0})
+    coord = LocalCoordinator(STREAMS_CONFIG)
     topology = {"epoch": 0, "subtopologies": [{"subtopology_id": "s", "source_topics": ["in"]}]}
     t = EPOCH_MS
-
-    def envelope(body: dict[str, Any], correlation_id: int, at: int) -> dict[str, Any]:
-        client = str(body["member_id"])
-        return request_envelope(Api.STREAMS_GROUP_HEARTBEAT, body, version=0, correlation_id=correlation_id,
-                                client_id=client, reply_to=client, timestamp_ms=at)
-
     for i in range(members):
-        join = envelope({"group_id": "g", "member_id": f"m{i}", "member_epoch": 0, "rebalance_timeout_ms": 30000,
-                         "topology": topology, "active_tasks": [], "standby_tasks": [], "warmup_tasks": [],
-                         "process_id": f"p{i}"}, 1, t)
-        join[TOPIC_METADATA] = {"topics": [{"name": "in", "partitions": 1000}]}
+        join = _streams_heartbeat({"group_id": "g", "member_id": f"m{i}", "member_epoch": 0,
+                                   "rebalance_timeout_ms": 30000, "topology": topology, "active_tasks": [],
+                                   "standby_tasks": [], "warmup_tasks": [], "process_id": f"p{i}"}, 1, t)
+        join[TOPIC_METADATA] = {"topics": [{"name": "in", "partitions": partitions}]}
         coord.handle(join)
     t += 3000
     coord.advance_to(t)
     for round_ in range(3):  # every member reports its tasks until all are Stable
         for member_id, epoch, owned in _streams_members(coord.describe("g")):
             t += 1
-            coord.handle(envelope({"group_id": "g", "member_id": member_id, "member_epoch": epoch,
-                                   "active_tasks": owned, "standby_tasks": [], "warmup_tasks": []}, 2 + round_, t))
+            coord.handle(_streams_heartbeat({"group_id": "g", "member_id": member_id, "member_epoch": epoch,
+                                             "active_tasks": owned, "standby_tasks": [], "warmup_tasks": []},
+                                            2 + round_, t))
     snapshot = coord.describe("g")
     if snapshot is None or snapshot["state"] != "Stable":
         raise RuntimeError("the streams group did not become Stable: the benchmark is broken")
-    requests = [envelope({"group_id": "g", "member_id": member_id, "member_epoch": epoch}, 10 + r, t + 1 + r)
-                for r in range(rounds) for member_id, epoch, _ in _streams_members(snapshot)]
+    return coord, [(member_id, epoch) for member_id, epoch, _ in _streams_members(snapshot)], t
+
+
+def bench_streams_heartbeats(members: int, rounds: int) -> dict[str, float]:
+    """Heartbeats of a Stable streams group of `members` members (each a process of its own, 1,000 tasks) through
+    `LocalCoordinator.handle`: envelope, routing, parsing, the streams group type and the answer, as the classic
+    heartbeats are measured."""
+    coord, ids, t = stable_streams_group(members, 1000)
+    requests = [_streams_heartbeat({"group_id": "g", "member_id": member_id, "member_epoch": epoch}, 10 + r, t + 1 + r)
+                for r in range(rounds) for member_id, epoch in ids]
     elapsed = _timed_happy_path(coord, requests, "streams heartbeats")
     return {"streams_heartbeats_per_s": len(requests) / elapsed, "streams_heartbeats": len(requests)}
+
+
+def _timed_group_step(state: bytes, calls: list[list[dict[str, Any]]], config: Mapping[str, Any], what: str) -> float:
+    """CPU microseconds per call of the engine's per-group step as the Spark job makes it: the call's raw records
+    parsed, then `run_group` on the group's stored state (decoded, the requests handled, encoded again), the state
+    carried to the next call; an error if any request was refused."""
+    engine = EngineConfig.from_mapping(config)
+    raws = [[to_json(request).encode() for request in call] for call in calls]
+    errors = 0
+    start = time.process_time()
+    for call in raws:
+        requests: list[Request] = []
+        for raw in call:
+            parsed = for_one_group(parse_raw(raw))
+            if isinstance(parsed, Invalid | Tick):
+                raise RuntimeError(f"a {what} record is not a request: the benchmark is broken")
+            requests.append(parsed)
+        outcome = run_group(state, requests[0].timestamp_ms - 1, requests, engine)
+        if outcome.state is None:
+            raise RuntimeError("the group is gone: the benchmark is broken")
+        state = outcome.state
+        errors += sum(response["body"]["error_code"] != 0 for response in outcome.responses)
+    elapsed = time.process_time() - start
+    if errors:
+        raise RuntimeError(f"{errors} {what} were refused: the benchmark is not measuring the happy path")
+    return elapsed / len(raws) * 1e6
+
+
+def bench_group_step(members: int) -> dict[str, float]:
+    """The Spark job's per-group call (`run_group`, PROTOCOL.md section 7) with 2 heartbeats each: a Stable group
+    of `members` static classic members, and a Stable streams group of `members` members with 10 tasks each;
+    every member heartbeats every 3 s."""
+    coord = LocalCoordinator(CONFIG)
+    ids = stable_groups(coord, 1, members, EPOCH_MS)["group-0"]
+    t0 = EPOCH_MS + 11_000
+    heartbeats = []
+    for i in range(2 * GROUP_STEP_CALLS):
+        (client, member), at = ids[i % members], t0 + i // members * 3000 + i % members
+        body = {"group_id": "group-0", "generation_id": 1, "member_id": member, "group_instance_id": None}
+        heartbeats.append(request_envelope(Api.HEARTBEAT, body, version=4, correlation_id=10 + i, client_id=client,
+                                           reply_to=client, timestamp_ms=at))
+    classic = _timed_group_step(encode_group(coord.groups["group-0"]), _pairs(heartbeats), CONFIG, "heartbeats")
+    streams_coord, streams_ids, t = stable_streams_group(members, 10 * members)
+    heartbeats = []
+    for i in range(2 * GROUP_STEP_CALLS):
+        (member_id, epoch), at = streams_ids[i % members], t + 1 + i // members * 3000 + i % members
+        heartbeats.append(_streams_heartbeat({"group_id": "g", "member_id": member_id, "member_epoch": epoch},
+                                             10 + i, at))
+    streams = _timed_group_step(encode_group(streams_coord.groups["g"]), _pairs(heartbeats), STREAMS_CONFIG,
+                                "streams heartbeats")
+    return {"group_step_classic_us_per_call": classic, "group_step_streams_us_per_call": streams}
+
+
+def _pairs(requests: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    return [requests[i:i + 2] for i in range(0, len(requests), 2)]
 
 
 def _streams_members(snapshot: Mapping[str, Any] | None) -> list[tuple[str, int, list[dict[str, Any]]]]:
@@ -269,6 +346,11 @@ def bench_main(args: argparse.Namespace, settings: Mapping[str, Any],
     print(f"streams heartbeats of one Stable group of {STREAMS_MEMBERS} members...", file=sys.stderr)
     figures.update(bench_streams_heartbeats(STREAMS_MEMBERS, args.rounds))
     print(f"streams heartbeats: {figures['streams_heartbeats_per_s']:,.0f}/s", file=sys.stderr)
+    print(f"the Spark job's per-group call, 2 heartbeats each, Stable groups of {args.members} members...",
+          file=sys.stderr)
+    figures.update(bench_group_step(args.members))
+    print(f"per-group call: classic {figures['group_step_classic_us_per_call']:,.0f} us, "
+          f"streams {figures['group_step_streams_us_per_call']:,.0f} us", file=sys.stderr)
     print("streams assignment of 1000 members x 1000 tasks, 1 standby...", file=sys.stderr)
     figures.update(bench_streams_assignment(1000, 1000, 1))
     join_members: Sequence[int] = args.join_members

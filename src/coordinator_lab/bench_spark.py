@@ -166,7 +166,7 @@ def run_spark_plan(spark: Any, path: Path, settings: Mapping[str, Any], records_
             output = records.select("value")
         elif cut == "parse":
             output = (records.select("value", "partition", "offset", F.unix_millis("timestamp").alias("record_ts"))
-                      .mapInArrow(make_parser(None, "file"), PARSED_SCHEMA))
+                      .mapInArrow(make_parser(None, "file", int(settings["coordinator.state.buckets"])), PARSED_SCHEMA))
         else:
             output = build_pipeline(records, settings, live=False, source="file",
                                     operator=empty_operator(settings))

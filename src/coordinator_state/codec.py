@@ -16,10 +16,12 @@ format: its fields are declared with what an older state loads with (declared.py
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import classic
 from .config import EngineConfig
 from .group_types import GROUP_TYPES, Group, GroupType, type_of
-from .output import from_json, to_json
+from .output import declared_to_json, from_json
 
 FORMAT = 3
 READABLE_FORMATS = (1, 2, 3)
@@ -29,9 +31,14 @@ class StateFormatError(ValueError):
     """Stored state this version cannot read (written by a newer, incompatible release)."""
 
 
-def encode_group(group: Group) -> bytes:
+def stored_value(group: Group) -> dict[str, Any]:
+    """The JSON value of a group's stored state."""
     kind: GroupType = type_of(group)
-    return to_json({"format": FORMAT, "group_type": kind.NAME, **kind.encode(group)}).encode("utf-8")
+    return {"format": FORMAT, "group_type": kind.NAME, **kind.encode(group)}
+
+
+def encode_group(group: Group) -> bytes:
+    return declared_to_json(stored_value(group)).encode("utf-8")
 
 
 def decode_group(raw: bytes, config: EngineConfig) -> Group:

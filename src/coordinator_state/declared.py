@@ -80,9 +80,9 @@ def declared(*, kw_only: bool = False, eq: bool = True) -> Callable[[type[_T]], 
     return dataclasses.dataclass(slots=True, kw_only=kw_only, eq=eq)
 
 
-def _compiled(source: str, name: str) -> Any:
-    namespace: dict[str, Any] = {}
-    exec(source, namespace)  # source made above from field names only
+def _compiled(source: str, name: str, namespace: dict[str, Any] | None = None) -> Any:
+    namespace = {} if namespace is None else namespace
+    exec(source, namespace)  # source made below from field names, repr()s of keys and names of `namespace`
     return namespace[name]
 
 
@@ -109,26 +109,39 @@ class Declaration:
         """Sets every journaled field back to its value in a before-image."""
         self.stored = tuple((name, spec.key, spec) for name, spec in specs if spec.key is not None)
         self.shown = tuple((name, spec.shown, spec.view) for name, spec in specs if spec.shown is not None)
-
-    def encode(self, obj: Any) -> dict[str, Any]:
-        """Every stored field under its key, encoded."""
-        out: dict[str, Any] = {}
+        # Generated too: a group's state is read and written at every call of the Spark job's step.
+        coders: dict[str, Any] = {"cls": cls}
+        encoded, loaded = [], []
         for name, key, spec in self.stored:
-            value = getattr(obj, name)
-            out[key] = value if spec.encode is None else spec.encode(value)
-        return out
+            value, stored_value = f"obj.{name}", f"data[{key!r}]"
+            if spec.encode is not None:
+                coders[f"encode_{name}"] = spec.encode
+                value = f"encode_{name}({value})"
+            if spec.decode is not None:
+                coders[f"decode_{name}"] = spec.decode
+                stored_value = f"decode_{name}({stored_value})"
+            if spec.missing is not None:
+                coders[f"missing_{name}"] = spec.missing
+                stored_value = f"({stored_value} if {key!r} in data else missing_{name}(data))"
+            encoded.append(f"{key!r}: {value}, ")
+            loaded.append(f"{name}={stored_value}, ")
+        self.encode: Callable[[Any], dict[str, Any]] = _compiled(
+            f"def encode(obj):\n    return {{{''.join(encoded)}}}\n", "encode", dict(coders))
+        """Every stored field under its key, encoded, in declaration order."""
+        self._load: Callable[[Mapping[str, Any], dict[str, Any]], Any] = _compiled(
+            f"def load(data, given):\n    return cls(**given, {''.join(loaded)})\n", "load", dict(coders))
+        self._required = tuple(key for _, key, spec in self.stored if spec.missing is None)
 
-    def decode(self, data: Mapping[str, Any]) -> dict[str, Any]:
-        """The stored fields as constructor arguments, from what `encode` wrote (in any format so far)."""
-        values: dict[str, Any] = {}
-        for name, key, spec in self.stored:
-            if key in data:
-                values[name] = data[key] if spec.decode is None else spec.decode(data[key])
-            elif spec.missing is not None:
-                values[name] = spec.missing(data)
-            else:
-                raise KeyError(f"{self.name} state has no {key!r}")
-        return values
+    def load(self, data: Mapping[str, Any], **given: Any) -> Any:
+        """An object made from what `encode` wrote (in any format so far: a key an older format lacks takes the
+        field's `missing` value), and the other constructor arguments `given`."""
+        try:
+            return self._load(data, given)
+        except KeyError:
+            absent = next((key for key in self._required if key not in data), None)
+            if absent is None:
+                raise  # from a field's decoder
+            raise KeyError(f"{self.name} state has no {absent!r}") from None
 
     def snapshot(self, obj: Any, owner: Any) -> dict[str, Any]:
         """The shown fields under their snapshot names, in declaration order."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 from enum import StrEnum
+from operator import attrgetter
 from typing import Any
 
 from .journal import MISSING, RESCHEDULED, Journal
@@ -169,18 +170,28 @@ class Timers:
         heapq.heapify(self.heap)
 
     def to_json(self) -> list[Any]:
-        """[next seq, timers in scheduling order, deferred keys in scheduling order (format 3)]."""
-        ordered = sorted(self.entries.values(), key=lambda t: t.seq)
-        return [self.next_seq, [[t.kind.value, t.target, t.deadline, t.seq, list(t.payload)] for t in ordered],
-                [[t.kind.value, t.target] for t in ordered if t.key in self.deferred]]
+        """[next seq, timers in scheduling order, deferred keys in scheduling order (format 3)]; a kind is written
+        as its name, a payload as an array (a str enum member and a tuple are the JSON writer's to write)."""
+        ordered = sorted(self.entries.values(), key=_SCHEDULING_ORDER)
+        deferred = self.deferred
+        return [self.next_seq, [[t.kind, t.target, t.deadline, t.seq, t.payload] for t in ordered],
+                [[t.kind, t.target] for t in ordered if (t.kind, t.target) in deferred] if deferred else []]
 
     @classmethod
     def from_json(cls, data: list[Any]) -> Timers:
-        timers = cls(next_seq=int(data[0]))
+        """What `to_json` wrote, whose numbers are ints (the state codec reads JSON integers as ints)."""
+        timers = cls(next_seq=data[0])
+        entries = timers.entries
         for kind, target, deadline, seq, payload in data[1]:
-            timer = Timer(TimerKind(kind), target, int(deadline), int(seq), tuple(int(p) for p in payload))
-            timers.entries[timer.key] = timer
+            timer_kind = _TIMER_KINDS[kind]
+            entries[(timer_kind, target)] = Timer(timer_kind, target, deadline, seq, tuple(payload))
         for kind, target in data[2] if len(data) > 2 else ():  # formats 1 and 2 had no deferred timers
-            timers.deferred[(TimerKind(kind), target)] = None
+            timers.deferred[(_TIMER_KINDS[kind], target)] = None
         timers.rebuild_heap()
         return timers
+
+
+# Each kind by its stored name: a dict lookup, where calling the enum class costs several times more (a group's
+# timers are read at every call of the Spark job's step).
+_TIMER_KINDS: dict[str, TimerKind] = {kind.value: kind for kind in TimerKind}
+_SCHEDULING_ORDER = attrgetter("seq")

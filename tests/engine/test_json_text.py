@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from coordinator_state import Api, to_json
 from coordinator_state.classic.model import ClassicGroupState
 from coordinator_state.errors import Error
-from coordinator_state.output import from_json
+from coordinator_state.output import declared_to_json, from_json
 
 
 def reference(obj: Any) -> str:
@@ -56,6 +56,13 @@ def test_to_json_writes_json_dumps_text(obj: Any) -> None:
 def test_plain_objects_write_json_dumps_text(obj: Any) -> None:
     """Mostly what orjson writes: no floats, no keys but str."""
     assert to_json(obj) == reference(obj)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(TEXT, PLAIN_OBJECTS, max_size=4))
+def test_declared_values_write_json_dumps_text(value: dict[str, Any]) -> None:
+    """What a stored state holds (str, int, bool, null, enum members; lone surrogates and huge integers too)."""
+    assert declared_to_json(value) == reference(value)
 
 
 @pytest.mark.parametrize("obj", [

@@ -27,6 +27,8 @@ from coordinator_state import (
 )
 from coordinator_state.classic import ClassicGroup
 from coordinator_state.classic.model import ClassicGroupState
+from coordinator_state.codec import stored_value
+from coordinator_state.output import orjson_writes_alike
 
 from .harness import EPOCH_MS, b64
 
@@ -190,6 +192,7 @@ def check_invariants(group: ClassicGroup, last_generation: int) -> int:
     if group.state is not ClassicGroupState.PREPARING_REBALANCE:
         assert group.awaiting_join == 0, "only PreparingRebalance parks joins"
     assert encode_group(decode_group(encode_group(group), group.config)) == encode_group(group)
+    assert orjson_writes_alike(stored_value(group)), "the stored state holds only what codec.encode_group writes"
     return group.generation_id
 
 

@@ -41,15 +41,18 @@ def full_traffic() -> list[bytes]:
     return build_traffic("full")
 
 
-# transformWithState in batches of 40 (9 batches, not 17): each costs several seconds of CI time.
-@pytest.mark.parametrize(("operator", "records_per_batch"), [(APPLY_IN_PANDAS_WITH_STATE, 20),
-                                                              (TRANSFORM_WITH_STATE, 40)])
+# transformWithState in batches of 40 (9 batches, not 17): each costs several seconds of CI time. Each operator once
+# with a state key per group, once with groups sharing keys (test_state_buckets: the same answers without Spark).
+@pytest.mark.parametrize(("operator", "records_per_batch", "buckets"), [(APPLY_IN_PANDAS_WITH_STATE, 20, 0),
+                                                                         (APPLY_IN_PANDAS_WITH_STATE, 40, 3),
+                                                                         (TRANSFORM_WITH_STATE, 40, 2)])
 def test_spark_replay_in_small_batches_equals_the_local_replay(spark: SparkSession, tmp_path: Path,
                                                                full_traffic: list[bytes], operator: str,
-                                                               records_per_batch: int) -> None:
+                                                               records_per_batch: int, buckets: int) -> None:
     """State, timers and watermark carried across micro-batches (the engine's own tests cut the same traffic at
     every boundary through `run_group`; here it is Spark's state store and event-time timeouts or timers)."""
-    settings = load_settings(overrides=[f"coordinator.stateful.operator={operator}"])
+    settings = load_settings(overrides=[f"coordinator.stateful.operator={operator}",
+                                        f"coordinator.state.buckets={buckets}"])
     expected = replay_local(full_traffic, settings)
     assert len(expected.snapshots) >= 2 and expected.dead_letters
     assert expected.offsets  # the simulated consumers commit

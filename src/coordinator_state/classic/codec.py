@@ -19,7 +19,7 @@ def encode(group: ClassicGroup) -> dict[str, Any]:
 
 
 def decode(data: Mapping[str, Any], config: EngineConfig) -> ClassicGroup:
-    group = ClassicGroup(config=config, **GROUP.decode(data))
+    group: ClassicGroup = GROUP.load(data, config=config)
     for member in group.members.values():
         member.rank = group.take_rank()
         if member.group_instance_id is not None:

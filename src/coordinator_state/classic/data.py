@@ -37,7 +37,7 @@ def _members_to_json(members: dict[str, Member]) -> list[dict[str, Any]]:
 
 def _members_from_json(data: list[dict[str, Any]]) -> dict[str, Member]:
     """The members in join order; their ranks are given by `codec.decode`, with the other derived fields."""
-    return {m.member_id: m for m in (Member(**MEMBER.decode(entry)) for entry in data)}
+    return {m.member_id: m for m in map(MEMBER.load, data)}
 
 
 def _members_snapshot(members: dict[str, Member], group: ClassicGroup) -> list[dict[str, Any]]:

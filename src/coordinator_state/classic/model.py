@@ -91,15 +91,17 @@ def _reply_to_json(reply: Reply | None) -> list[Any] | None:
 
 
 def _reply_from_json(data: list[Any] | None) -> Reply | None:
-    return None if data is None else Reply(data[0], data[1], data[2], data[3], data[4])
+    return None if data is None else Reply._make(data)
 
+
+# Read and written at every call of the Spark job's step: map()s of builtins, no Python frame per protocol.
 
 def _protocols_to_json(protocols: tuple[Protocol, ...]) -> list[list[str]]:
-    return [[p.name, p.metadata] for p in protocols]
+    return list(map(list, protocols))
 
 
 def _protocols_from_json(data: list[list[str]]) -> tuple[Protocol, ...]:
-    return tuple(Protocol(name, metadata) for name, metadata in data)
+    return tuple(map(Protocol._make, data))
 
 
 def _subscription(protocols: tuple[Protocol, ...], group: ClassicGroup) -> str | None:

@@ -19,7 +19,7 @@ from .group import StreamsGroup
 from .member import StreamsMember
 from .parsing import parse_topology
 from .reconciliation import MemberState
-from .tasks import AssignedTasks, TaskId, TaskSets
+from .tasks import NO_ASSIGNED_TASKS, AssignedTasks, TaskId, TaskSets
 from .topics import configure_topics
 from .views import topology_to_json
 
@@ -69,37 +69,48 @@ def decode_streams_group(data: Mapping[str, Any], config: EngineConfig) -> Strea
     return group
 
 
+# A group's tasks are read and written at every call of the Spark job's step: the conversions run as map()s of
+# builtins, with no Python frame per task.
+
 def _tasks(tasks: frozenset[TaskId]) -> list[list[Any]]:
-    return [list(task) for task in sorted(tasks)]
+    return list(map(list, sorted(tasks)))
 
 
 def _task_set(data: list[list[Any]]) -> frozenset[TaskId]:
-    return frozenset((s, p) for s, p in data)
+    return frozenset(map(tuple, data))  # [subtopology id, partition] pairs
 
 
 def _assigned_to_json(tasks: AssignedTasks) -> list[Any]:
+    if tasks.is_empty():  # most members' tasks pending revocation
+        return [[], [], []]
     return [[[s, p, e] for (s, p), e in sorted(tasks.active.items())], _tasks(tasks.standby), _tasks(tasks.warmup)]
 
 
 def _assigned_from_json(data: list[Any]) -> AssignedTasks:
-    return AssignedTasks({(s, p): e for s, p, e in data[0]}, _task_set(data[1]), _task_set(data[2]))
+    active, standby, warmup = data
+    if not (active or standby or warmup):
+        return NO_ASSIGNED_TASKS  # immutable, as the reconciliation shares it too
+    return AssignedTasks({(s, p): e for s, p, e in active}, _task_set(standby), _task_set(warmup))
 
 
 def _offsets(offsets: tuple[TaskOffset, ...]) -> list[list[Any]]:
-    return [list(o) for o in offsets]
+    return list(map(list, offsets))
 
 
 def _member_to_json(m: StreamsMember) -> list[Any]:
-    return [m.member_id, m.member_epoch, m.previous_member_epoch, m.state.value, m.instance_id, m.rack_id,
+    return [m.member_id, m.member_epoch, m.previous_member_epoch, m.state, m.instance_id, m.rack_id,
             m.client_id, m.client_host, m.rebalance_timeout_ms, m.topology_epoch, m.process_id,
-            None if m.user_endpoint is None else list(m.user_endpoint), [list(kv) for kv in m.client_tags],
+            None if m.user_endpoint is None else list(m.user_endpoint), list(map(list, m.client_tags)),
             _assigned_to_json(m.assigned), _assigned_to_json(m.pending_revocation), _offsets(m.task_offsets),
             _offsets(m.task_end_offsets)]
 
 
 def _member_from_json(d: list[Any]) -> StreamsMember:
     return StreamsMember(
-        d[0], d[1], d[2], MemberState(d[3]), d[4], d[5], d[6], d[7], d[8], d[9], d[10],
-        None if d[11] is None else Endpoint(*d[11]), tuple((k, v) for k, v in d[12]),
+        d[0], d[1], d[2], _MEMBER_STATES[d[3]], d[4], d[5], d[6], d[7], d[8], d[9], d[10],
+        None if d[11] is None else Endpoint._make(d[11]), tuple(map(tuple, d[12])),
         _assigned_from_json(d[13]), _assigned_from_json(d[14]),
-        tuple(TaskOffset(*o) for o in d[15]), tuple(TaskOffset(*o) for o in d[16]))
+        tuple(map(TaskOffset._make, d[15])), tuple(map(TaskOffset._make, d[16])))
+
+
+_MEMBER_STATES: dict[str, MemberState] = {state.value: state for state in MemberState}  # a lookup: no enum call

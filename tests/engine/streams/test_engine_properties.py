@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 
 from coordinator_lab.streams_traffic import CONFIG, Population, Trace
 from coordinator_state import TICK, response_key
+from coordinator_state.codec import stored_value
 from coordinator_state.envelope import API, TIMESTAMP_MS
+from coordinator_state.output import orjson_writes_alike
 
 from ..paths import StoredStateCoordinator
 from ..test_properties import assert_micro_batches_answer_alike
@@ -73,13 +75,16 @@ def _check_invariants(trace: Trace) -> None:
 @settings(max_examples=25, deadline=None)
 @given(RUNS)
 def test_every_request_gets_one_answer_and_the_invariants_hold(run: tuple[int, int, float, int, int, int]) -> None:
-    trace = _run(*run)
+    population = _population(*run)
+    trace = population.run(run[4])
     requests = [r for r in trace.requests if r[API] != TICK]
     keys = [response_key(r) for r in requests]
     assert len(set(keys)) == len(keys)
     assert sorted(trace.answers, key=str) == sorted(keys, key=str)
     assert all(len(answers) == 1 for answers in trace.answers.values())
     _check_invariants(trace)
+    for group in population.coordinator.groups.values():
+        assert orjson_writes_alike(stored_value(group)), "the stored state holds only what codec.encode_group writes"
 
 
 @settings(max_examples=10, deadline=None)
