@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -41,13 +41,19 @@ LINES_PER_PARTITION = 50_000
 SCAN_CHUNK_BYTES = 8 * 1024 * 1024
 
 
-def records_batch(values: list[bytes], first_offset: int) -> pa.RecordBatch:
-    """Lines as one Arrow record batch of SCHEMA: Spark takes it as it is, with no conversion row by row."""
+def source_batch(keys: Sequence[bytes | None] | None, values: Sequence[bytes | None], topic: str, partition: int,
+                 offsets: Iterable[int], timestamps_us: Sequence[int | None] | None) -> pa.RecordBatch:
+    """Records of one partition as one Arrow record batch of SCHEMA, as both sources give Spark their rows (it takes
+    the batch as it is, with no conversion row by row); keys or timestamps None: all null."""
     n = len(values)
     return pa.RecordBatch.from_arrays([
-        pa.nulls(n, pa.binary()), pa.array(values, pa.binary()), pa.array([SOURCE_NAME] * n, pa.string()),
-        pa.array([0] * n, pa.int32()), pa.array(range(first_offset, first_offset + n), pa.int64()),
-        pa.nulls(n, pa.timestamp("us", tz="UTC"))], schema=ARROW_SCHEMA)
+        pa.nulls(n, pa.binary()) if keys is None else pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
+        pa.array([topic] * n, pa.string()), pa.array([partition] * n, pa.int32()), pa.array(offsets, pa.int64()),
+        pa.nulls(n, _TIMESTAMP) if timestamps_us is None else pa.array(timestamps_us, _TIMESTAMP)],
+        schema=ARROW_SCHEMA)
+
+
+_TIMESTAMP = ARROW_SCHEMA.field("timestamp").type
 
 
 # The end-of-input record; at time 0 it cannot move the watermark, so the file need not be parsed to place it.
@@ -135,7 +141,8 @@ class FileStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                     [] if partition.tick is None else [partition.tick])
             offset = partition.first_line
             while batch := list(itertools.islice(lines, ARROW_BATCH_ROWS)):
-                yield records_batch(batch, offset)
+                # A line has no key and no broker timestamp.
+                yield source_batch(None, batch, SOURCE_NAME, 0, range(offset, offset + len(batch)), None)
                 offset += len(batch)
 
 

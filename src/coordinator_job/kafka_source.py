@@ -57,13 +57,13 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 
 from . import task_metrics
 from .broker import FETCH_MAX_WAIT_MS, READER_FETCH_MAX_WAIT_MS, log_end_offsets
-from .file_source import ARROW_SCHEMA, SCHEMA
+from .file_source import SCHEMA, source_batch
 from .worker_heap import freeze_long_lived_objects
 
 log = logging.getLogger(__name__)
 
 SOURCE_NAME = "coordinator_kafka"
-READ_SCHEMA = SCHEMA  # the file source's (a replay reads the records a live job reads); in Arrow: ARROW_SCHEMA
+READ_SCHEMA = SCHEMA  # the file source's (a replay reads the records a live job reads); built by source_batch
 
 Offsets = dict[str, int]
 """Next offset to read per partition id (as a string: the checkpoint stores offsets as JSON)."""
@@ -224,11 +224,7 @@ def _records_batch(records: Sequence[Any], part: KafkaOffsetRange) -> pa.RecordB
         values.append(rec.value)
         offsets.append(rec.offset)
         timestamps.append(rec.timestamp * 1000 if rec.timestamp >= 0 else None)
-    n = len(offsets)
-    return pa.RecordBatch.from_arrays([
-        pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array([part.topic] * n, pa.string()),
-        pa.array([part.partition] * n, pa.int32()), pa.array(offsets, pa.int64()),
-        pa.array(timestamps, ARROW_SCHEMA.field("timestamp").type)], schema=ARROW_SCHEMA)
+    return source_batch(keys, values, part.topic, part.partition, offsets, timestamps)
 
 
 class RangeReadTimeout(TimeoutError):

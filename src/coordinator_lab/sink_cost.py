@@ -55,7 +55,7 @@ from coordinator_job.broker import (
     create_topics,
     log_end_offsets,
 )
-from coordinator_job.file_source import ARROW_SCHEMA
+from coordinator_job.file_source import source_batch
 
 from .measuring import command_parser, tree_cpu_seconds
 
@@ -160,11 +160,7 @@ def librdkafka_read(bootstrap: str, topic: str, start: dict[str, int], end: dict
                 stamps.append(message.timestamp()[1] * 1000)
                 position = offset + 1
         consumer.close()
-        n = len(offsets)
-        read += pa.RecordBatch.from_arrays([
-            pa.array(keys, pa.binary()), pa.array(values, pa.binary()), pa.array([topic] * n, pa.string()),
-            pa.array([partition] * n, pa.int32()), pa.array(offsets, pa.int64()),
-            pa.array(stamps, ARROW_SCHEMA.field("timestamp").type)], schema=ARROW_SCHEMA).num_rows
+        read += source_batch(keys, values, topic, partition, offsets, stamps).num_rows
     if read != records:
         raise RuntimeError(f"librdkafka read {read} records of {records}")
     return clock.us_per(records)
