@@ -48,9 +48,9 @@ from coordinator_metrics import ChangedGroups, census_entry
 from coordinator_state import (
     EngineConfig,
     Invalid,
-    Request,
     Tick,
     for_one_group,
+    group_requests,
     parse_raw,
     reject,
     run_group,
@@ -242,12 +242,7 @@ class CoordinatorStep:
               watermark_ms: int) -> tuple[list[OutputRow], bytes | None, int | None]:
         """One group's records (raw value, record timestamp), in log order, through `run_group`: its output rows,
         its encoded state afterwards (None: it is gone) and the watermark to wake it at."""
-        requests: list[Request] = []
-        for raw, record_ts in records:
-            parsed = for_one_group(parse_raw(raw, record_timestamp_ms=record_ts, max_clock_skew_ms=self.skew))
-            assert not isinstance(parsed, Tick | Invalid), "the parse stage routes these elsewhere"
-            requests.append(parsed)
-        outcome = run_group(stored, watermark_ms, requests, self.config)
+        outcome = run_group(stored, watermark_ms, group_requests(records, self.skew), self.config)
         if self.late_requests is not None and outcome.late_requests:
             self.late_requests.add(outcome.late_requests)
         out: list[OutputRow] = [(self.responses_topic, r[REPLY_TO], to_json(r)) for r in outcome.responses]

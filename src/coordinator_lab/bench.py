@@ -20,13 +20,9 @@ from coordinator_state import SIMULATION_EPOCH_MS as EPOCH_MS
 from coordinator_state import (
     Api,
     EngineConfig,
-    Invalid,
     LocalCoordinator,
-    Request,
-    Tick,
     encode_group,
-    for_one_group,
-    parse_raw,
+    group_requests,
     request_envelope,
     run_group,
     to_json,
@@ -236,12 +232,7 @@ def _timed_group_step(state: bytes, calls: list[list[dict[str, Any]]], config: M
     errors = 0
     start = time.process_time()
     for call in raws:
-        requests: list[Request] = []
-        for raw in call:
-            parsed = for_one_group(parse_raw(raw))
-            if isinstance(parsed, Invalid | Tick):
-                raise RuntimeError(f"a {what} record is not a request: the benchmark is broken")
-            requests.append(parsed)
+        requests = group_requests([(raw, None) for raw in call], None)
         outcome = run_group(state, requests[0].timestamp_ms - 1, requests, engine)
         if outcome.state is None:
             raise RuntimeError("the group is gone: the benchmark is broken")

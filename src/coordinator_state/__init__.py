@@ -38,7 +38,7 @@ from .listing import describe_groups_body, described_group
 from .local import LocalCoordinator
 from .offsets import CommittedOffset, OffsetChange
 from .output import dead_letter, reject, to_json
-from .parsing import decode_record, for_one_group, parse_raw, parse_request
+from .parsing import decode_record, for_one_group, group_requests, parse_raw, parse_request
 from .records import Invalid, ListGroups, Reply, Request, Tick
 from .replay_driver import Fed, Finished, ReplayDriver, Watermark
 from .responses import invalid_response
@@ -81,6 +81,7 @@ __all__ = [
     "described_group",
     "encode_group",
     "for_one_group",
+    "group_requests",
     "handle_in_group",
     "invalid_response",
     "is_tombstone",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import binascii
 import json
+from collections.abc import Iterable
 from typing import Any
 
 try:  # a faster reader where installed; the engine runs on the standard library alone (the conformance runner's)
@@ -224,6 +225,19 @@ def _parse_envelope(obj: dict[str, Any], record_ts: int | None, max_skew: int | 
 def for_one_group(parsed: Parsed) -> Request | Tick | Invalid:
     """A record as a per-group step sees it: ListGroups belongs to no group, so there it is invalid (PROTOCOL.md 8)."""
     return answer_list_groups(parsed, every_group=None) if isinstance(parsed, ListGroups) else parsed
+
+
+def group_requests(records: Iterable[tuple[bytes, int | None]], max_clock_skew_ms: int | None) -> list[Request]:
+    """A per-group step's records (raw value, broker timestamp), each one already found to be a request of the group
+    (the Spark job's parse stage routes ticks and invalid records elsewhere), parsed again as that stage parsed
+    them; ValueError for a record that is not a request."""
+    requests: list[Request] = []
+    for raw, record_ts in records:
+        parsed = for_one_group(parse_raw(raw, record_timestamp_ms=record_ts, max_clock_skew_ms=max_clock_skew_ms))
+        if isinstance(parsed, Tick | Invalid):
+            raise ValueError(f"a per-group step was given a record that is not a request: {raw[:200]!r}")
+        requests.append(parsed)
+    return requests
 
 
 def _readable_timestamp(obj: dict[str, Any], record_ts: int | None) -> int | None:

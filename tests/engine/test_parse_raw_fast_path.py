@@ -7,10 +7,11 @@ import json
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator_state import Invalid, parse_raw, parse_request
+from coordinator_state import Invalid, group_requests, parse_raw, parse_request, tick_envelope, to_json
 from coordinator_state.envelope import SUPPORTED_VERSIONS
 from coordinator_state.errors import Error
 
@@ -161,3 +162,14 @@ def test_a_huge_integer_reads_as_an_integer_where_it_matters() -> None:
     assert not isinstance(parse_raw(ignored), Invalid)
     parsed = parse_raw(read)
     assert isinstance(parsed, Invalid) and str(2**80) in parsed.reason
+
+
+def test_a_groups_records_parse_as_parse_raw_reads_them_and_a_record_that_is_no_request_is_refused() -> None:
+    heartbeat = json.dumps({"api": "Heartbeat", "version": 4, "correlation_id": 1, "client_id": "c", "reply_to": "c",
+                            "timestamp_ms": EPOCH_MS, "body": {"group_id": "g", "generation_id": 1,
+                                                               "member_id": "m", "group_instance_id": None}}).encode()
+    assert group_requests([(heartbeat, EPOCH_MS)], 5000) == [parse_raw(heartbeat, record_timestamp_ms=EPOCH_MS,
+                                                                       max_clock_skew_ms=5000)]
+    for not_a_request in (to_json(tick_envelope(EPOCH_MS)).encode(), b"not json"):
+        with pytest.raises(ValueError, match="not a request"):
+            group_requests([(heartbeat, None), (not_a_request, None)], None)
