@@ -60,7 +60,7 @@ from coordinator_state.envelope import REPLY_TO
 
 from .settings import TRANSFORM_WITH_STATE, engine_config, stateful_operator
 from .spark_session import use_state_store
-from .state_buckets import StoredGroup, decode_bucket, encode_bucket, next_wake, state_key
+from .state_buckets import StoredGroup, bucket_keys, decode_bucket, encode_bucket, next_wake, state_key
 from .task_metrics import (
     ENGINE_MS,
     GROUPS_STEPPED,
@@ -124,9 +124,15 @@ class _Pack:
         self.reply_tos: list[str | None] = []
 
 
-def make_parser(max_clock_skew_ms: int | None, source: str, buckets: int) -> Parser:
-    """The `mapInArrow` function of step 1. `max_clock_skew_ms` is None in a replay; `buckets` is
-    `coordinator.state.buckets` (state_buckets)."""
+def state_keys(settings: Mapping[str, Any]) -> tuple[str, ...]:
+    """The buckets' state keys (state_buckets.bucket_keys; none: a key per group), for `coordinator.state.buckets`
+    and `coordinator.shuffle.partitions`."""
+    return bucket_keys(int(settings["coordinator.state.buckets"]), int(settings["coordinator.shuffle.partitions"]))
+
+
+def make_parser(max_clock_skew_ms: int | None, source: str, keys: tuple[str, ...]) -> Parser:
+    """The `mapInArrow` function of step 1. `max_clock_skew_ms` is None in a replay; `keys` are the buckets' state
+    keys (`state_keys`)."""
 
     def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         freeze_long_lived_objects()
@@ -142,7 +148,7 @@ def make_parser(max_clock_skew_ms: int | None, source: str, buckets: int) -> Par
                     ticks.append(parsed.timestamp_ms)
                     continue
                 key = (True, "", partition) if isinstance(parsed, Invalid) else (
-                    False, state_key(parsed.group_id, buckets), partition)
+                    False, state_key(parsed.group_id, keys), partition)
                 pack = packs.get(key)
                 if pack is None:
                     pack = packs[key] = _Pack(partition, offset)
@@ -458,7 +464,7 @@ def build_pipeline(records: DataFrame, settings: Mapping[str, Any], *, live: boo
     skew = int(settings["coordinator.max.clock.skew.ms"]) if live else None
     parsed = (
         records.select("value", "partition", "offset", F.unix_millis("timestamp").alias("record_ts"))
-        .mapInArrow(make_parser(skew, source, int(settings["coordinator.state.buckets"])), PARSED_SCHEMA)
+        .mapInArrow(make_parser(skew, source, state_keys(settings)), PARSED_SCHEMA)
         .withColumn("event_time", F.timestamp_millis("event_ms"))
         .withWatermark("event_time", f"{lateness} milliseconds")
         .observe(METRICS_NAME,

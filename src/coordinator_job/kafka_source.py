@@ -380,7 +380,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                        FETCH_MAX_WAIT_MS)
         now = time.monotonic()
         refresh = now - self._metadata_refreshed_at >= METADATA_REFRESH_S
-        self._latest_seen = log_end_offsets(self._consumer, self.options.topic, refresh_metadata=refresh)
+        # From the ends seen last time: no offset lookup, and nothing for the broker to list when nothing is new.
+        self._latest_seen = log_end_offsets(self._consumer, self.options.topic, refresh_metadata=refresh,
+                                            known=self._latest_seen)
         if refresh:
             self._metadata_refreshed_at = now
         return self._latest_seen

@@ -190,24 +190,31 @@ class LiveStatus:
 
 # Beside Spark's files in a checkpoint: the job's own settings that its state depends on.
 STATE_LAYOUT_FILE = "coordinator-state.json"
+PINNED_SETTINGS = ("coordinator.state.buckets", "coordinator.shuffle.partitions")
 
 
 def pin_state_layout(settings: Mapping[str, Any], checkpoint: Path) -> None:
-    """Records in a fresh checkpoint how many state keys its groups share, and refuses to start a query on a
-    checkpoint started with another number: its groups would be looked for under other keys, and lost."""
-    buckets = int(settings["coordinator.state.buckets"])
+    """Records in a fresh checkpoint what its groups' state keys depend on (how many keys they share, over how many
+    shuffle partitions those are spread: state_buckets), and refuses to start a query on a checkpoint started with
+    other values: its groups would be looked for under other keys, and lost."""
+    layout = {setting: int(settings[setting]) for setting in PINNED_SETTINGS}
     marker = checkpoint / STATE_LAYOUT_FILE
     if marker.exists():
-        pinned = json.loads(marker.read_text())["state_buckets"]
-        if pinned != buckets:
-            raise SettingsError(f"checkpoint {checkpoint} keeps its groups under coordinator.state.buckets={pinned}, "
-                                f"this run has {buckets}: set it back to {pinned}, or start on a fresh checkpoint")
+        pinned = json.loads(marker.read_text())
+        if set(pinned) != set(layout):
+            raise SettingsError(f"checkpoint {checkpoint} was written by a version of the job that placed its groups' "
+                                f"state under other keys ({marker.name}: {pinned}): start on a fresh checkpoint")
+        for setting, value in layout.items():
+            if pinned[setting] != value:
+                raise SettingsError(f"checkpoint {checkpoint} keeps its groups under {setting}={pinned[setting]}, "
+                                    f"this run has {value}: set it back to {pinned[setting]}, or start on a fresh "
+                                    f"checkpoint")
         return
     if (checkpoint / "offsets").exists():
         raise SettingsError(f"checkpoint {checkpoint} was written by a version of the job whose state this one cannot "
                             f"read (before groups shared state keys): start on a fresh checkpoint")
     checkpoint.mkdir(parents=True, exist_ok=True)
-    marker.write_text(json.dumps({"state_buckets": buckets}) + "\n")
+    marker.write_text(json.dumps(layout) + "\n")
 
 
 def start_query(spark: SparkSession, settings: Mapping[str, Any], checkpoint: Path, *, available_now: bool = False,

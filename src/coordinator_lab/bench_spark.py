@@ -142,7 +142,7 @@ def run_spark_plan(spark: Any, path: Path, settings: Mapping[str, Any], records_
 
     `full` is the replay path itself (`replay_spark_to_files`); the cuts end in Spark's no-op sink.
     """
-    from coordinator_job.job import build_pipeline, make_parser
+    from coordinator_job.job import build_pipeline, make_parser, state_keys
     from coordinator_job.spark_session import use_checkpoint
 
     mark, ended = progress.mark(), progress.ended()
@@ -166,7 +166,7 @@ def run_spark_plan(spark: Any, path: Path, settings: Mapping[str, Any], records_
             output = records.select("value")
         elif cut == "parse":
             output = (records.select("value", "partition", "offset", F.unix_millis("timestamp").alias("record_ts"))
-                      .mapInArrow(make_parser(None, "file", int(settings["coordinator.state.buckets"])), PARSED_SCHEMA))
+                      .mapInArrow(make_parser(None, "file", state_keys(settings)), PARSED_SCHEMA))
         else:
             output = build_pipeline(records, settings, live=False, source="file",
                                     operator=empty_operator(settings))

@@ -31,9 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafka import KafkaConsumer
-
-from coordinator_job.broker import FETCH_MAX_WAIT_MS, EmbeddedBroker, log_end_offsets
+from coordinator_job.broker import EmbeddedBroker
 from coordinator_state.envelope import API, Api, ResponseKey, response_key, routing_group_id
 
 from .fetch_cost import fill
@@ -49,6 +47,7 @@ LIVE_SESSION_TIMEOUT_MS = 120_000
 WARM_UP_BATCHES = 3
 # A job that finished no micro-batch for this long while requests wait is reported as stalled.
 STALL_S = 30.0
+PRODUCER_LINGER_MS = 5
 
 
 class LiveLoad:
@@ -65,7 +64,10 @@ class LiveLoad:
         self.members = members
         bootstrap = settings["bootstrap.servers"]
         self.requests_topic = str(settings["coordinator.requests.topic"])
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=2, acks=1, client_id="bench-load")
+        # Kafka's producer default since 4.0 (KIP-1030): a client library's requests as a deployment's producers
+        # batch them. On Tansu every batch is one more object its fetches list (broker.py).
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=PRODUCER_LINGER_MS, acks=1,
+                                      client_id="bench-load")
         # A short wait: Tansu checks for new records at the log end after half the wait, then half the rest, ...
         # so the wait bounds how late an answer is seen; it is also the time Tansu's fetch may take to list the
         # response log's batches (coordinator_lab.fetch_cost), which the sink writes few and large.
@@ -78,6 +80,7 @@ class LiveLoad:
         for tp in parts:
             self.consumer.position(tp)
         self.sent: dict[ResponseKey, float] = {}
+        self.written: dict[str, int] = {}  # partition -> offset after the load's last acknowledged record
         self.latencies_ms: list[float] = []
         self.answers: list[dict[str, Any]] = []
         self.lock = threading.Lock()
@@ -105,7 +108,18 @@ class LiveLoad:
             with self.lock:
                 self.sent[key] = time.monotonic()
         group = routing_group_id(request) or ""
-        self.producer.send(self.requests_topic, key=group.encode(), value=json.dumps(request).encode())
+        self.producer.send(self.requests_topic, key=group.encode(),
+                           value=json.dumps(request).encode()).add_callback(self._acknowledged)
+
+    def _acknowledged(self, metadata: Any) -> None:
+        partition = str(metadata.partition)
+        with self.lock:
+            self.written[partition] = max(self.written.get(partition, 0), metadata.offset + 1)
+
+    def written_ends(self) -> dict[str, int]:
+        """Per request partition, the offset after the load's last acknowledged record."""
+        with self.lock:
+            return dict(self.written)
 
     def take_answers(self) -> list[dict[str, Any]]:
         with self.lock:
@@ -216,8 +230,6 @@ class Soak:
 
     load: LiveLoad
     progress: ProgressLog
-    lag_probe: KafkaConsumer
-    topic: str
     started: float = field(default_factory=time.monotonic)
     lags: list[int] = field(default_factory=list)
     seen_latencies: int = 0
@@ -225,17 +237,16 @@ class Soak:
     batches_seen: int = 0
     longest_gap_s: float = 0.0
 
-    def log_end(self) -> dict[str, int]:
-        return log_end_offsets(self.lag_probe, self.topic, refresh_metadata=False)
-
     def lag(self, ends: Mapping[str, int] | None = None) -> int:
-        """Request records below `ends` (default: the log end) not yet read by a finished micro-batch."""
+        """Request records below `ends` (default: the load's last acknowledged ones) not yet read by a finished
+        micro-batch. From the producer's acknowledgements, not the broker: on Tansu an offset lookup lists every
+        batch of the partition, so probing every second cost the broker as much as the job's own planning."""
         reports = self.progress.since(max(0, self.progress.mark() - 1))
         if not reports:
             return -1
         read = reports[-1]["sources"][0]["endOffset"] or {}
         read = json.loads(read) if isinstance(read, str) else read
-        ends = self.log_end() if ends is None else ends
+        ends = self.load.written_ends() if ends is None else ends
         return sum(max(0, end - int(read.get(p, 0))) for p, end in ends.items())
 
     def unanswered(self) -> tuple[int, float]:
@@ -322,8 +333,6 @@ def run_live_load(settings: Mapping[str, Any], plan: LoadPlan, show: Callable[[s
         progress = ProgressLog()
         progress.attach(spark)
         job = LiveJob(spark, live, Path(checkpoint))
-        lag_probe = KafkaConsumer(bootstrap_servers=live["bootstrap.servers"], group_id=None,
-                                  enable_auto_commit=False, fetch_max_wait_ms=FETCH_MAX_WAIT_MS)
         load: LiveLoad | None = None
         try:
             job.start()
@@ -340,7 +349,7 @@ def run_live_load(settings: Mapping[str, Any], plan: LoadPlan, show: Callable[[s
             set_up_started = time.monotonic()
             joined = load.set_up(timeout_s=300)
             figures["setup_s"] = round(time.monotonic() - set_up_started, 1)
-            soak = Soak(load, progress, lag_probe, topic)
+            soak = Soak(load, progress)
             log(f"live load: {plan.rate:,.0f} requests/s for {plan.duration_s:,.0f} s")
             sent = 0
 
@@ -351,7 +360,7 @@ def run_live_load(settings: Mapping[str, Any], plan: LoadPlan, show: Callable[[s
             figures["under_load"] = _measured(job, progress, offer)
             # Drained: every request answered and every record written until now read by a finished micro-batch
             # (the tick writer goes on writing; its later ticks are not the load's).
-            load_end = soak.log_end()
+            load_end = load.written_ends()
             deadline = time.monotonic() + plan.drain_s
             while time.monotonic() < deadline and (soak.unanswered()[0] or soak.lag(load_end)):
                 show(soak.status(sent))
@@ -361,7 +370,6 @@ def run_live_load(settings: Mapping[str, Any], plan: LoadPlan, show: Callable[[s
         finally:
             if load is not None:
                 load.close()
-            lag_probe.close()
             job.close()
             spark.stop()
     latencies = load.latencies_ms

@@ -273,3 +273,31 @@ def test_source_parts_pickle_even_after_use(kafka_bootstrap: str, unique_topic: 
         reader.stop()
     with pytest.raises(ValueError, match="startingOffsets"):
         ReaderOptions.parse({**options, "startingOffsets": "yesterday"})
+
+
+def test_log_end_offsets_from_known_ends_match_a_full_lookup(kafka_bootstrap: str,
+                                                           unique_topic: Callable[[str], str]) -> None:
+    """The planner's lookup from the ends it saw last: exact after new records (written in batches of several, whose
+    end Tansu's ListOffsets misses), unchanged when nothing is new, and looked up again past a log's end."""
+    topic = unique_topic("ends")
+    create_topics(kafka_bootstrap, [(topic, 2, False)])
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, linger_ms=50, acks="all")
+    planner = KafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=None, enable_auto_commit=False,
+                            auto_offset_reset="none", fetch_max_wait_ms=5)
+    try:
+        def write(partition: int, count: int) -> None:
+            for _ in range(count):
+                producer.send(topic, b"x", partition=partition)
+            producer.flush()
+
+        write(0, 5)
+        write(1, 3)
+        ends = log_end_offsets(planner, topic)
+        assert ends == {"0": 5, "1": 3}
+        assert log_end_offsets(planner, topic, refresh_metadata=False, known=ends) == ends
+        write(0, 4)
+        assert log_end_offsets(planner, topic, refresh_metadata=False, known=ends) == {"0": 9, "1": 3}
+        assert log_end_offsets(planner, topic, refresh_metadata=False, known={"0": 50, "1": 3}) == {"0": 9, "1": 3}
+    finally:
+        producer.close()
+        planner.close()

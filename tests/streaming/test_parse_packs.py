@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coordinator_job.job import invalid_letters, make_parser, records_by_group, unpacked
-from coordinator_job.state_buckets import state_key
+from coordinator_job.state_buckets import bucket_keys, state_key
 from coordinator_lab.traffic_gen import heartbeat_request
 from coordinator_state import SIMULATION_EPOCH_MS as EPOCH_MS
 from coordinator_state import tick_envelope, to_json
@@ -46,7 +46,7 @@ def parse_stage(records: list[Record], arrow_batch_rows: int, buckets: int = 0) 
     batch = pa.RecordBatch.from_pydict(columns, schema=pa.schema([
         ("value", pa.binary()), ("partition", pa.int32()), ("offset", pa.int64()), ("record_ts", pa.int64())]))
     slices = [batch.slice(start, arrow_batch_rows) for start in range(0, max(len(records), 1), arrow_batch_rows)]
-    return [row for out in make_parser(None, "file", buckets)(iter(slices)) for row in out.to_pylist()]
+    return [row for out in make_parser(None, "file", bucket_keys(buckets, 2))(iter(slices)) for row in out.to_pylist()]
 
 
 @settings(max_examples=150, deadline=None)
@@ -57,14 +57,15 @@ def test_packs_hold_every_record_in_its_groups_log_order(records: list[Record], 
     assert sum(row["count"] for row in rows) == len(records)
     for row in (r for r in rows if r["kind"] == "request"):
         (_, _, group_ids, values, times), = unpacked([row["pack"]])
-        assert {state_key(group_id, buckets) for group_id in group_ids} == {row["state_key"]}
+        assert {state_key(group_id, bucket_keys(buckets, 2)) for group_id in group_ids} == {row["state_key"]}
         assert row["count"] == len(group_ids) == len(values) == len(times)
         assert row["event_ms"] == max(json.loads(value)["timestamp_ms"] for value in values)
     for group in "abc":
         # What both operators do: the key's packs in (partition, first offset) order, by group.
         expected_by_position = [raw(k, g, t, n) for n, (k, g, p, t) in sorted(
             enumerate(records), key=lambda item: item[1][2]) if k == "request" and g == group]
-        key_rows = [r for r in rows if r["kind"] == "request" and r["state_key"] == state_key(group, buckets)]
+        key = state_key(group, bucket_keys(buckets, 2))
+        key_rows = [r for r in rows if r["kind"] == "request" and r["state_key"] == key]
         records_of_group = records_by_group(unpacked(r["pack"] for r in key_rows)).get(group, [])
         assert [value for value, _ in records_of_group] == expected_by_position
     invalid = [r for r in rows if r["kind"] == "invalid"]
@@ -110,7 +111,7 @@ def test_a_bucket_gets_one_pack_per_arrow_batch_and_partition_holding_all_its_gr
     records: list[Record] = [("request", "a", 0, 5), ("request", "b", 0, 7), ("request", "a", 0, 3),
                              ("request", "c", 1, 4)]
     rows = parse_stage(records, 100, buckets=1)
-    assert [(r["state_key"], r["count"]) for r in rows] == [("0", 3), ("0", 1)]
+    assert [(r["state_key"], r["count"]) for r in rows] == [(bucket_keys(1, 2)[0], 3), (bucket_keys(1, 2)[0], 1)]
     by_group = records_by_group(unpacked(r["pack"] for r in rows))
     assert {group: [value for value, _ in values] for group, values in by_group.items()} == {
         "a": [raw("request", "a", 5, 0), raw("request", "a", 3, 2)], "b": [raw("request", "b", 7, 1)],

@@ -1,4 +1,4 @@
-"""The checkpoint manager the job's session gives a query, by where its checkpoint is."""
+"""The checkpoint manager the job's session gives a query, by where its checkpoint is; where Spark puts a state key."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from coordinator_job.settings import SPARK_STATE_STORE_KEY as STATE_STORE_KEY
 from coordinator_job.spark_session import CHECKPOINT_MANAGER_KEY, LOCAL_CHECKPOINT_MANAGER, use_checkpoint
+from coordinator_job.state_buckets import bucket_keys, spark_partition
 
 pytestmark = [pytest.mark.spark]
 
@@ -64,3 +66,12 @@ def test_a_remote_checkpoint_keeps_sparks_default_manager_after_a_local_one(
     use_checkpoint(session, tmp_path)
     use_checkpoint(session, remote)
     assert session.conf.get(CHECKPOINT_MANAGER_KEY, None) is None
+
+
+def test_spark_places_a_key_in_the_shuffle_partition_state_buckets_computes(spark: SparkSession) -> None:
+    """The buckets' keys are spread by state_buckets' copy of Spark's hash partitioning: it must be Spark's."""
+    keys = [*bucket_keys(64, 3), "group-1", "ü", "a longer group id with a tail", ""]
+    frame = spark.createDataFrame([(key,) for key in keys], "key string")
+    for partitions in (2, 3, 7):
+        placed = frame.repartition(partitions, "key").select("key", F.spark_partition_id().alias("at")).collect()
+        assert {row.key: row.at for row in placed} == {key: spark_partition(key, partitions) for key in keys}

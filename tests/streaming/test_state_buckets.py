@@ -17,9 +17,11 @@ from coordinator_job.settings import SettingsError, load_settings
 from coordinator_job.state_buckets import (
     BucketFormatError,
     StoredGroup,
+    bucket_keys,
     decode_bucket,
     encode_bucket,
     next_wake,
+    spark_partition,
     state_key,
 )
 from coordinator_state import Invalid, Tick, for_one_group, parse_raw
@@ -40,16 +42,25 @@ def test_a_value_of_another_format_is_refused_with_what_to_do() -> None:
         decode_bucket(b"\x02" + encode_bucket({})[1:])
 
 
-@given(st.text(), st.integers(1, 300))
-def test_a_group_has_one_key_among_the_buckets(group_id: str, buckets: int) -> None:
-    assert state_key(group_id, 0) == group_id
-    assert state_key(group_id, buckets) == state_key(group_id, buckets) in {str(n) for n in range(buckets)}
+@given(st.text(), st.integers(1, 300), st.integers(1, 16))
+def test_a_group_has_one_key_among_the_buckets(group_id: str, buckets: int, partitions: int) -> None:
+    keys = bucket_keys(buckets, partitions)
+    assert state_key(group_id, ()) == group_id
+    assert state_key(group_id, keys) == state_key(group_id, keys) in keys
+    assert len(set(keys)) == buckets
+
+
+@given(st.integers(1, 300), st.integers(1, 16))
+def test_the_buckets_spread_evenly_over_the_shuffle_partitions(buckets: int, partitions: int) -> None:
+    placed = [spark_partition(key, partitions) for key in bucket_keys(buckets, partitions)]
+    assert placed == [bucket % partitions for bucket in range(buckets)]
 
 
 def run_keys(batches: list[list[bytes]], buckets: int) -> list[list[OutputRow]]:
     """The traffic through the step as a stateful operator runs it: per micro-batch, every key with records or
     whose wake-up the watermark (from the batches before, as Spark's) has reached, called once."""
     step = CoordinatorStep(load_settings(), live=False)
+    keys = bucket_keys(buckets, 2)
     lateness = int(load_settings()["coordinator.lateness.ms"])
     stored: dict[str, tuple[bytes, int | None]] = {}
     latest, out = None, []
@@ -62,7 +73,7 @@ def run_keys(batches: list[list[bytes]], buckets: int) -> list[list[OutputRow]]:
                 continue
             latest = max(latest or parsed.timestamp_ms, parsed.timestamp_ms)
             if not isinstance(parsed, Tick):
-                by_key[state_key(parsed.group_id, buckets)].setdefault(parsed.group_id, []).append((raw, None))
+                by_key[state_key(parsed.group_id, keys)].setdefault(parsed.group_id, []).append((raw, None))
         due = {key for key, (_, wake) in stored.items() if wake is not None and wake <= watermark}
         rows: list[OutputRow] = []
         for key in sorted(due.union(by_key)):
@@ -90,6 +101,12 @@ def test_a_checkpoint_refuses_another_bucket_count_than_it_started_with(tmp_path
     pin_state_layout(load_settings(overrides=["coordinator.state.buckets=8"]), checkpoint)  # a restart
     with pytest.raises(SettingsError, match=re.escape("buckets=8, this run has 0: set it back to 8")):
         pin_state_layout(load_settings(overrides=["coordinator.state.buckets=0"]), checkpoint)
+    with pytest.raises(SettingsError, match=re.escape("partitions=2, this run has 3: set it back to 2")):
+        pin_state_layout(load_settings(overrides=["coordinator.state.buckets=8", "coordinator.shuffle.partitions=3"]),
+                         checkpoint)
+    (checkpoint / "coordinator-state.json").write_text('{"state_buckets": 8}')  # the layout before the spread keys
+    with pytest.raises(SettingsError, match="fresh checkpoint"):
+        pin_state_layout(load_settings(overrides=["coordinator.state.buckets=8"]), checkpoint)
     older = tmp_path / "older"
     (older / "offsets").mkdir(parents=True)  # a checkpoint of a version that wrote no layout
     with pytest.raises(SettingsError, match="fresh checkpoint"):
