@@ -19,6 +19,7 @@ a long run; the job starts at the log end), to see a long run's fetch costs with
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -30,6 +31,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 
 from coordinator_job.broker import EmbeddedBroker
 from coordinator_state.envelope import API, Api, ResponseKey, response_key, routing_group_id
@@ -47,6 +50,7 @@ LIVE_SESSION_TIMEOUT_MS = 120_000
 WARM_UP_BATCHES = 3
 # A job that finished no micro-batch for this long while requests wait is reported as stalled.
 STALL_S = 30.0
+# How long the load's producer batches requests by default: Kafka's producer default since 4.0 (KIP-1030).
 PRODUCER_LINGER_MS = 5
 
 
@@ -56,29 +60,28 @@ class LiveLoad:
     Static only: a dynamic member's second join waits for its first answer, so on a slow job it arrives after
     the initial rebalance and starts another, which this simple client would have to follow."""
 
-    def __init__(self, settings: Mapping[str, Any], groups: int, members: int) -> None:
-        from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-
+    def __init__(self, settings: Mapping[str, Any], groups: int, members: int,
+                 linger_ms: int = PRODUCER_LINGER_MS) -> None:
         self.settings = settings
         self.groups = groups
         self.members = members
         bootstrap = settings["bootstrap.servers"]
         self.requests_topic = str(settings["coordinator.requests.topic"])
-        # Kafka's producer default since 4.0 (KIP-1030): a client library's requests as a deployment's producers
-        # batch them. On Tansu every batch is one more object its fetches list (broker.py).
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=PRODUCER_LINGER_MS, acks=1,
-                                      client_id="bench-load")
+        # The load's clients are librdkafka's (the C client under confluent-kafka and most non-Java clients): the
+        # machine's cores are the job's to use; kafka-python's pure-Python clients cost the load several times more
+        # CPU per request. Keys are placed as the Java client and kafka-python place them (murmur2).
+        # Batched for `linger_ms` (LoadPlan): on Tansu every batch is one more object its fetches list (broker.py).
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "acks": 1,
+                                  "partitioner": "murmur2_random", "client.id": "bench-load"})
         # A short wait: Tansu checks for new records at the log end after half the wait, then half the rest, ...
         # so the wait bounds how late an answer is seen; it is also the time Tansu's fetch may take to list the
         # response log's batches (coordinator_lab.fetch_cost), which the sink writes few and large.
-        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                                      fetch_max_wait_ms=50, client_id="bench-answers")
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-answers",
+                                  "enable.auto.commit": False, "fetch.wait.max.ms": 50, "client.id": "bench-answers"})
         topic = str(settings["coordinator.responses.topic"])
-        parts = [TopicPartition(topic, p) for p in sorted(self.consumer.partitions_for_topic(topic) or [])]
-        self.consumer.assign(parts)
-        self.consumer.seek_to_end(*parts)
-        for tp in parts:
-            self.consumer.position(tp)
+        partitions = sorted(self.consumer.list_topics(topic, timeout=30).topics[topic].partitions)
+        # From each partition's end: answers written before the load are not its.
+        self.consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in partitions])
         self.sent: dict[ResponseKey, float] = {}
         self.written: dict[str, int] = {}  # partition -> offset after the load's last acknowledged record
         self.latencies_ms: list[float] = []
@@ -90,17 +93,20 @@ class LiveLoad:
 
     def _read(self) -> None:
         while not self._stop.is_set():
-            for records in self.consumer.poll(timeout_ms=50).values():
-                now = time.monotonic()
-                for record in records:
-                    answer = json.loads(record.value)
-                    key = response_key(answer)
-                    with self.lock:
-                        sent = None if key is None else self.sent.pop(key, None)
-                        if (sent is not None and key is not None and answer.get(API) == Api.HEARTBEAT
-                                and key[1] >= MEASURED_CORRELATION):
-                            self.latencies_ms.append((now - sent) * 1000)
-                        self.answers.append(answer)
+            messages = self.consumer.consume(num_messages=1000, timeout=0.05)
+            now = time.monotonic()
+            for message in messages:
+                value = message.value()
+                if message.error() is not None or value is None:
+                    continue
+                answer = json.loads(value)
+                key = response_key(answer)
+                with self.lock:
+                    sent = None if key is None else self.sent.pop(key, None)
+                    if (sent is not None and key is not None and answer.get(API) == Api.HEARTBEAT
+                            and key[1] >= MEASURED_CORRELATION):
+                        self.latencies_ms.append((now - sent) * 1000)
+                    self.answers.append(answer)
 
     def send(self, request: dict[str, Any]) -> None:
         key = response_key(request)
@@ -108,13 +114,22 @@ class LiveLoad:
             with self.lock:
                 self.sent[key] = time.monotonic()
         group = routing_group_id(request) or ""
-        self.producer.send(self.requests_topic, key=group.encode(),
-                           value=json.dumps(request).encode()).add_callback(self._acknowledged)
+        value = json.dumps(request).encode()
+        while True:
+            try:
+                self.producer.produce(self.requests_topic, value=value, key=group.encode(),
+                                      on_delivery=self._acknowledged)
+                break
+            except BufferError:  # librdkafka's queue is full: let it send
+                self.producer.poll(0.01)
+        self.producer.poll(0)  # delivery callbacks
 
-    def _acknowledged(self, metadata: Any) -> None:
-        partition = str(metadata.partition)
+    def _acknowledged(self, error: Any, message: Any) -> None:
+        if error is not None:
+            raise RuntimeError(f"the load's request was not written: {error}")
+        partition = str(message.partition())
         with self.lock:
-            self.written[partition] = max(self.written.get(partition, 0), metadata.offset + 1)
+            self.written[partition] = max(self.written.get(partition, 0), message.offset() + 1)
 
     def written_ends(self) -> dict[str, int]:
         """Per request partition, the offset after the load's last acknowledged record."""
@@ -218,7 +233,7 @@ class LiveLoad:
     def close(self) -> None:
         self._stop.set()
         self._reader.join()
-        self.producer.close()
+        self.producer.flush()
         self.consumer.close()
 
 
@@ -292,6 +307,13 @@ def _load_average() -> list[float]:
     return [round(x, 1) for x in os.getloadavg()]
 
 
+def add_linger_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--linger-ms", type=int, default=PRODUCER_LINGER_MS, metavar="MS",
+                        help="how long the load's producer batches requests, as a gateway in front of many clients "
+                             f"would (default: {PRODUCER_LINGER_MS}, Kafka's producer default); on the embedded broker "
+                             "fewer, larger batches make every fetch cheaper")
+
+
 @dataclass(frozen=True)
 class LoadPlan:
     """What `run_live_load` offers: see the module docstring."""
@@ -303,6 +325,7 @@ class LoadPlan:
     idle_s: float = 0
     warm_up_s: float = 0
     prefill_batches: int = 0
+    linger_ms: int = PRODUCER_LINGER_MS
     master: str = "local[2]"
     bootstrap_servers: str | None = None
 
@@ -344,7 +367,7 @@ def run_live_load(settings: Mapping[str, Any], plan: LoadPlan, show: Callable[[s
             if plan.idle_s > 0:
                 log(f"live load: {plan.idle_s:.0f} s idle (ticks only)")
                 figures["idle"] = _measured(job, progress, lambda: time.sleep(plan.idle_s))
-            load = LiveLoad(live, groups, plan.members)
+            load = LiveLoad(live, groups, plan.members, plan.linger_ms)
             log(f"live load: {groups} groups x {plan.members} members join and sync")
             set_up_started = time.monotonic()
             joined = load.set_up(timeout_s=300)
