@@ -130,7 +130,7 @@ class ReaderOptions:
 METADATA_REFRESH_S = 5.0
 
 
-def _consumer(bootstrap_servers: str, client_id: str, fetch_max_wait_ms: int) -> KafkaConsumer:
+def _consumer(bootstrap_servers: str, client_id: str, fetch_max_wait_ms: int, **settings: int) -> KafkaConsumer:
     """A group-less, non-committing consumer: positions are driven only by Spark's offsets."""
     return KafkaConsumer(
         bootstrap_servers=bootstrap_servers,
@@ -140,6 +140,7 @@ def _consumer(bootstrap_servers: str, client_id: str, fetch_max_wait_ms: int) ->
         # Never skip silently past data that retention removed: fail the task instead.
         auto_offset_reset="none",
         fetch_max_wait_ms=fetch_max_wait_ms,
+        **settings,
     )
 
 
@@ -376,8 +377,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _end_offsets(self) -> Offsets:
         """Current log end offsets, via one long-lived driver-side consumer."""
         if self._consumer is None:
-            self._consumer = _consumer(self.options.bootstrap_servers, f"{SOURCE_NAME}-planner",
-                                       FETCH_MAX_WAIT_MS)
+            # The planner's fetches are for their high watermark: a byte a partition, so that brokers send one batch
+            # (KIP-74: a first batch larger than the limit still comes), not the next micro-batch's records.
+            self._consumer = _consumer(self.options.bootstrap_servers, f"{SOURCE_NAME}-planner", FETCH_MAX_WAIT_MS,
+                                       max_partition_fetch_bytes=1)
         now = time.monotonic()
         refresh = now - self._metadata_refreshed_at >= METADATA_REFRESH_S
         # From the ends seen last time: no offset lookup, and nothing for the broker to list when nothing is new.

@@ -277,13 +277,14 @@ def test_source_parts_pickle_even_after_use(kafka_bootstrap: str, unique_topic: 
 
 def test_log_end_offsets_from_known_ends_match_a_full_lookup(kafka_bootstrap: str,
                                                            unique_topic: Callable[[str], str]) -> None:
-    """The planner's lookup from the ends it saw last: exact after new records (written in batches of several, whose
-    end Tansu's ListOffsets misses), unchanged when nothing is new, and looked up again past a log's end."""
+    """The planner's lookup (its consumer's: a byte a partition) from the ends it saw last: exact after new records
+    (written in batches of several, whose end Tansu's ListOffsets misses), unchanged when nothing is new, and the
+    broker's again past a log's end."""
     topic = unique_topic("ends")
     create_topics(kafka_bootstrap, [(topic, 2, False)])
     producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, linger_ms=50, acks="all")
     planner = KafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=None, enable_auto_commit=False,
-                            auto_offset_reset="none", fetch_max_wait_ms=5)
+                            auto_offset_reset="none", fetch_max_wait_ms=5, max_partition_fetch_bytes=1)
     try:
         def write(partition: int, count: int) -> None:
             for _ in range(count):
