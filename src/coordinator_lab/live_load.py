@@ -32,8 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
-
 from coordinator_job.broker import EmbeddedBroker
 from coordinator_state.envelope import API, Api, ResponseKey, response_key, routing_group_id
 
@@ -62,6 +60,9 @@ class LiveLoad:
 
     def __init__(self, settings: Mapping[str, Any], groups: int, members: int,
                  linger_ms: int = PRODUCER_LINGER_MS) -> None:
+        # Imported here: the CLI imports this module for every command.
+        from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+
         self.settings = settings
         self.groups = groups
         self.members = members
@@ -85,6 +86,7 @@ class LiveLoad:
         self.sent: dict[ResponseKey, float] = {}
         self.written: dict[str, int] = {}  # partition -> offset after the load's last acknowledged record
         self.latencies_ms: list[float] = []
+        self.heartbeat_errors: dict[str, int] = {}  # error code -> measured heartbeats answered with it
         self.answers: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self._stop = threading.Event()
@@ -106,6 +108,9 @@ class LiveLoad:
                     if (sent is not None and key is not None and answer.get(API) == Api.HEARTBEAT
                             and key[1] >= MEASURED_CORRELATION):
                         self.latencies_ms.append((now - sent) * 1000)
+                        error = answer["body"].get("error_code", 0)
+                        if error:  # a session lost or a rebalance: a static member's bounce-free run has none
+                            self.heartbeat_errors[str(error)] = self.heartbeat_errors.get(str(error), 0) + 1
                     self.answers.append(answer)
 
     def send(self, request: dict[str, Any]) -> None:
@@ -400,6 +405,7 @@ def run_live_load(settings: Mapping[str, Any], plan: LoadPlan, show: Callable[[s
         "offered_requests_per_s": plan.rate, "duration_s": plan.duration_s, "groups": groups,
         "members": groups * plan.members, "prefill_batches": plan.prefill_batches,
         "heartbeats_sent": sent, "heartbeats_answered": len(latencies), "unanswered": pending,
+        "heartbeat_errors": load.heartbeat_errors,
         "oldest_unanswered_s": round(oldest_s, 1),
         "latency_ms_p50": percentile(latencies, 50), "latency_ms_p90": percentile(latencies, 90),
         "latency_ms_p99": percentile(latencies, 99), "latency_ms_max": max(latencies, default=None),

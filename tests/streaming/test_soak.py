@@ -33,4 +33,5 @@ def test_a_short_soak_at_1000_requests_per_second_answers_everything() -> None:
     assert figures["unanswered"] == 0 and figures["heartbeats_answered"] == figures["heartbeats_sent"], figures
     assert figures["lag_unread_after_drain"] == 0, figures
     assert figures["job_failures"] == [], figures
+    assert figures["heartbeat_errors"] == {}, figures  # no session lost, no rebalance
     assert "unanswered" in result.stderr and "lag" in result.stderr  # the status line
