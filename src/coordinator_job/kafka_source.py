@@ -497,6 +497,18 @@ SINK_BATCH_BYTES = 512 * 1024
 SINK_DELIVERY_TIMEOUT_MS = 120_000
 
 
+def produce_queued(producer: Producer, topic: str, value: str | bytes | None, key: str | bytes | None,
+                   **options: Any) -> None:
+    """Queue one record on a librdkafka producer, serving its delivery reports while its queue is full (librdkafka
+    refuses a record then instead of waiting); `options` are `Producer.produce`'s (on_delivery, ...)."""
+    while True:
+        try:
+            producer.produce(topic, value, key, **options)
+            return
+        except BufferError:
+            producer.poll(0.01)
+
+
 class SinkProducer:
     """A worker's producer for the sink (librdkafka, through confluent-kafka) and the delivery failures of its task.
 
@@ -528,13 +540,7 @@ class SinkProducer:
             self.failures.append(error)
 
     def send(self, topic: str, key: str | bytes | None, value: str | bytes | None) -> None:
-        """Queue one record, serving delivery reports while librdkafka's queue is full."""
-        while True:
-            try:
-                self.producer.produce(topic, value, key)
-                return
-            except BufferError:
-                self.producer.poll(0.01)
+        produce_queued(self.producer, topic, value, key)
 
     def flush(self) -> None:
         """Wait until every queued record is acknowledged or failed; raise if any failed (Spark retries the task)."""

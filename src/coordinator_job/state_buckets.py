@@ -24,6 +24,7 @@ FORMAT = 1
 _LENGTH = struct.Struct(">I")
 _WAKE = struct.Struct(">q")
 _NO_WAKE = -1
+_U32 = 0xFFFFFFFF
 
 
 class StoredGroup(NamedTuple):
@@ -53,9 +54,6 @@ def spark_partition(key: str, partitions: int) -> int:
     h = (h * 0xC2B2AE35) & _U32
     h ^= h >> 16
     return (h - (1 << 32) if h >> 31 else h) % partitions
-
-
-_U32 = 0xFFFFFFFF
 
 
 def _rotl(x: int, r: int) -> int:

@@ -63,6 +63,8 @@ class LiveLoad:
         # Imported here: the CLI imports this module for every command.
         from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
 
+        from coordinator_job.kafka_source import produce_queued
+
         self.settings = settings
         self.groups = groups
         self.members = members
@@ -74,6 +76,7 @@ class LiveLoad:
         # Batched for `linger_ms` (LoadPlan): on Tansu every batch is one more object its fetches list (broker.py).
         self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "acks": 1,
                                   "partitioner": "murmur2_random", "client.id": "bench-load"})
+        self._produce = produce_queued
         # A short wait: Tansu checks for new records at the log end after half the wait, then half the rest, ...
         # so the wait bounds how late an answer is seen; it is also the time Tansu's fetch may take to list the
         # response log's batches (coordinator_lab.fetch_cost), which the sink writes few and large.
@@ -119,14 +122,8 @@ class LiveLoad:
             with self.lock:
                 self.sent[key] = time.monotonic()
         group = routing_group_id(request) or ""
-        value = json.dumps(request).encode()
-        while True:
-            try:
-                self.producer.produce(self.requests_topic, value=value, key=group.encode(),
-                                      on_delivery=self._acknowledged)
-                break
-            except BufferError:  # librdkafka's queue is full: let it send
-                self.producer.poll(0.01)
+        self._produce(self.producer, self.requests_topic, json.dumps(request).encode(), group.encode(),
+                      on_delivery=self._acknowledged)
         self.producer.poll(0)  # delivery callbacks
 
     def _acknowledged(self, error: Any, message: Any) -> None:
@@ -314,9 +311,9 @@ def _load_average() -> list[float]:
 
 def add_linger_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--linger-ms", type=int, default=PRODUCER_LINGER_MS, metavar="MS",
-                        help="how long the load's producer batches requests, as a gateway in front of many clients "
-                             f"would (default: {PRODUCER_LINGER_MS}, Kafka's producer default); on the embedded broker "
-                             "fewer, larger batches make every fetch cheaper")
+                        help="how long the load's producer batches requests (its linger.ms; default: "
+                             f"{PRODUCER_LINGER_MS}, Kafka's producer default); on the embedded broker fewer, larger "
+                             "batches make every fetch cheaper")
 
 
 @dataclass(frozen=True)
