@@ -320,23 +320,76 @@ def log_end_offsets(consumer: KafkaConsumer, topic: str, timeout_s: float = 30.0
     unknown = [tp for tp in tps if tp not in fetch_from]
     listed = consumer.end_offsets(unknown) if unknown else {}
     fetch_from.update(listed)
-    consumer.unsubscribe()  # drop per-partition state, including stale high watermarks
-    consumer.assign(tps)
-    for tp in tps:
-        consumer.seek(tp, fetch_from[tp])
-    deadline = time.monotonic() + timeout_s
     try:
-        while any(consumer.highwater(tp) is None for tp in tps):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no fetch response for {topic} within {timeout_s:.0f}s")
-            consumer.poll(timeout_ms=FETCH_MAX_WAIT_MS)
+        high_watermarks = _high_watermarks(consumer, fetch_from, timeout_s)
     except OffsetOutOfRangeError:
         if not known:
             raise
         return log_end_offsets(consumer, topic, timeout_s, refresh_metadata=False)
     # A listed end may fall short of the high watermark (Tansu); a known one lies past it if the log shrank.
-    return {str(tp.partition): max(fetch_from[tp], consumer.highwater(tp)) if tp in listed else consumer.highwater(tp)
+    return {str(tp.partition): max(fetch_from[tp], high_watermarks[tp]) if tp in listed else high_watermarks[tp]
             for tp in tps}
+
+
+def _high_watermarks(consumer: KafkaConsumer, fetch_from: Mapping[TopicPartition, int],
+                     timeout_s: float) -> dict[TopicPartition, int]:
+    """The high watermark of each partition's fetch from the given offset (OffsetOutOfRangeError where the broker
+    refuses one: the consumer resets nothing)."""
+    consumer.unsubscribe()  # drop per-partition state, including stale high watermarks
+    consumer.assign(list(fetch_from))
+    for tp, offset in fetch_from.items():
+        consumer.seek(tp, offset)
+    deadline = time.monotonic() + timeout_s
+    while any(consumer.highwater(tp) is None for tp in fetch_from):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no fetch response for {sorted(fetch_from)} within {timeout_s:.0f}s")
+        consumer.poll(timeout_ms=FETCH_MAX_WAIT_MS)
+    return {tp: consumer.highwater(tp) for tp in fetch_from}
+
+
+# Offsets are 64-bit: a fetch from here is past the end of any log.
+PAST_ANY_END = 1 << 62
+
+
+class EndOffsetLookups:
+    """One topic's log end offsets, looked up again and again (a streaming source's planner, once a micro-batch), each
+    lookup asking as little of the broker as it answers.
+
+    The first lookup, and one whenever the caller refreshes metadata, is ``log_end_offsets`` (from the ends seen last).
+    The others fetch every partition from PAST_ANY_END: Tansu answers such a fetch with the partition's high watermark
+    and no error, without touching its log, while its fetch from the last end lists every stored batch of the partition
+    and, as long as records keep arriving during its listing, lists again for them (``python -m
+    coordinator_lab.fetch_cost --under-load``). Kafka refuses the fetch (OffsetOutOfRange, with no high watermark):
+    from then on every lookup is ``log_end_offsets``, whose fetch from the last end is an index lookup there.
+    """
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.latest: dict[str, int] | None = None
+        self.past_end_refused = False
+
+    def lookup(self, consumer: KafkaConsumer, *, refresh_metadata: bool) -> dict[str, int]:
+        """The current ends (by partition id), looked up with ``consumer`` (auto_offset_reset "none")."""
+        if self.latest and not refresh_metadata and not self.past_end_refused:
+            probed = self._past_end(consumer)
+            if probed is not None:
+                self.latest = probed
+                return probed
+        self.latest = log_end_offsets(consumer, self.topic, refresh_metadata=refresh_metadata, known=self.latest)
+        return self.latest
+
+    def _past_end(self, consumer: KafkaConsumer) -> dict[str, int] | None:
+        assert self.latest is not None
+        tps = [TopicPartition(self.topic, int(p)) for p in self.latest]
+        try:
+            high_watermarks = _high_watermarks(consumer, dict.fromkeys(tps, PAST_ANY_END), timeout_s=30.0)
+        except OffsetOutOfRangeError:
+            self.past_end_refused = True
+            return None
+        if any(offset < 0 for offset in high_watermarks.values()):  # a broker that says nothing of its log
+            self.past_end_refused = True
+            return None
+        return {str(tp.partition): offset for tp, offset in high_watermarks.items()}
 
 
 def read_compacted(bootstrap_servers: str, topic: str, client_id: str, timeout_s: float = 30.0) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from kafka import KafkaConsumer, TopicPartition
 from pyspark.sql import SparkSession
@@ -56,7 +57,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from . import task_metrics
-from .broker import FETCH_MAX_WAIT_MS, READER_FETCH_MAX_WAIT_MS, log_end_offsets
+from .broker import FETCH_MAX_WAIT_MS, READER_FETCH_MAX_WAIT_MS, EndOffsetLookups
 from .file_source import SCHEMA, source_batch
 from .worker_heap import freeze_long_lived_objects
 
@@ -234,6 +235,41 @@ class RangeReadTimeout(TimeoutError):
 
 # The longest a reader's fetch wait grows to (kafka-python needs it below its request timeout, 305 s).
 MAX_FETCH_MAX_WAIT_MS = 8_000
+# What a record adds to a fetch beyond its key and value, counted as if it were alone in its batch (a batch's 61-byte
+# header, ~10 bytes of the record's own framing): more than batched records take, so that a fetch asked for the rest
+# of a range ends a little past it rather than short of it (short costs another fetch: on Tansu, another listing).
+RECORD_OVERHEAD_BYTES = 71
+KAFKA_PYTHON_FETCH_MAX_BYTES = 52_428_800  # kafka-python's default fetch_max_bytes, the most a fetch asks for
+
+
+@dataclass
+class FetchBudget:
+    """How many bytes a reader's fetch asks for: about the rest of its range, learned from the records it read.
+
+    Tansu's fetch does not stop at what was there when it came: as long as records keep arriving while it lists the
+    partition's batches (a listing takes ~0.1 s at 10^5 batches), it lists again for them, until its byte limit is
+    spent, so a fetch with Kafka's 50 MiB limit, under a steady load of small batches, listed a partition several times
+    over for one range (`python -m coordinator_lab.fetch_cost --under-load`). Kafka answers the same fetch with what
+    its index finds, and asking for about a range's bytes costs it nothing either.
+    """
+
+    key_value_bytes_per_record: float | None = None  # None until the first records are read
+
+    def for_records(self, count: int) -> int:
+        """The byte limit of a fetch for `count` more records (kafka-python's default before any were read)."""
+        if self.key_value_bytes_per_record is None:
+            return KAFKA_PYTHON_FETCH_MAX_BYTES
+        per_record = self.key_value_bytes_per_record + RECORD_OVERHEAD_BYTES
+        return max(1, min(KAFKA_PYTHON_FETCH_MAX_BYTES, math.ceil(count * per_record)))
+
+    def learn(self, batch: pa.RecordBatch) -> None:
+        """Take in the sizes of `batch`'s records (a moving mean: the topic's requests change with its traffic)."""
+        if batch.num_rows == 0:
+            return
+        key_value_bytes = sum(pc.sum(pc.binary_length(batch.column(name))).as_py() or 0 for name in ("key", "value"))
+        mean = key_value_bytes / batch.num_rows
+        last = self.key_value_bytes_per_record
+        self.key_value_bytes_per_record = mean if last is None else 0.8 * last + 0.2 * mean
 
 
 class PartitionReader:
@@ -249,6 +285,7 @@ class PartitionReader:
         self.fetch_max_wait_ms = part.fetch_max_wait_ms
         self.consumer = self._assigned_consumer()
         self.next_offset: int | None = None
+        self.budget = FetchBudget()
 
     def _assigned_consumer(self) -> KafkaConsumer:
         consumer = _consumer(self.bootstrap_servers, f"{SOURCE_NAME}-reader", self.fetch_max_wait_ms)
@@ -267,15 +304,19 @@ class PartitionReader:
         while (position := self.consumer.position(self.tp)) < part.end:
             if time.monotonic() - started > part.poll_timeout_ms / 1000:
                 raise RangeReadTimeout(self._late(part, position))
+            # kafka-python reads its limit of the fetch it sends next from its fetcher's settings: this reader's
+            # consumer fetches only this partition, so the request's limit is the partition's.
+            self.consumer._fetcher.config["fetch_max_bytes"] = self.budget.for_records(part.end - position)
             # At most the rest of the range: records fetched beyond it stay buffered for the next task.
             records = self.consumer.poll(timeout_ms=200, max_records=part.end - position).get(self.tp, [])
             if records:
                 fed = time.monotonic()
+                batch = _records_batch(records, part)
+                self.budget.learn(batch)
+                yield batch
             elif time.monotonic() - fed > max(2 * self.fetch_max_wait_ms, 400) / 1000 and self._starved(position):
                 self._widen_wait(position)
                 fed = time.monotonic()
-            if records:
-                yield _records_batch(records, part)
         self.next_offset = self.consumer.position(self.tp)
 
     def _starved(self, position: int) -> bool:
@@ -367,7 +408,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self._consumer: KafkaConsumer | None = None
         self._available_now_target: Offsets | None = None
-        self._latest_seen: Offsets | None = None
+        self._ends = EndOffsetLookups(options.topic)
         self._metadata_refreshed_at = -math.inf
 
     def __getstate__(self) -> dict[str, Any]:
@@ -383,12 +424,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                        max_partition_fetch_bytes=1)
         now = time.monotonic()
         refresh = now - self._metadata_refreshed_at >= METADATA_REFRESH_S
-        # From the ends seen last time: no offset lookup, and nothing for the broker to list when nothing is new.
-        self._latest_seen = log_end_offsets(self._consumer, self.options.topic, refresh_metadata=refresh,
-                                            known=self._latest_seen)
+        ends = self._ends.lookup(self._consumer, refresh_metadata=refresh)
         if refresh:
             self._metadata_refreshed_at = now
-        return self._latest_seen
+        return ends
 
     def initialOffset(self) -> Offsets:
         """Where a fresh checkpoint starts: partition starts (``earliest``) or ends (``latest``)."""
@@ -425,7 +464,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def reportLatestOffset(self) -> Offsets | None:
         """The log end seen by the last offset lookup, for query progress reporting."""
-        return self._latest_seen
+        return self._ends.latest
 
     def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
         """The Kafka partitions' non-empty [start, end) ranges, packed into tasks (pack_ranges)."""

@@ -8,7 +8,9 @@ Fetch, ListOffsets or OffsetForLeaderEpoch to a node that does not lead it is mi
 it anyway (the broker behind holds every partition) and records it, for the test to assert there is none.
 
 It also counts, for the tests, the connections each node accepted, every request per node and API, and
-every group request (which must never reach it from the gateway).
+every group request (which must never reach it from the gateway), and records every partition's fetch (offset and the
+request's byte limit). With `refuse_fetches_past_the_end`, it answers a fetch from past a partition's high watermark as
+Apache Kafka does (OFFSET_OUT_OF_RANGE, high watermark -1), where the embedded broker answers with the high watermark.
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ import threading
 from collections import Counter, deque
 from collections.abc import Iterable
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.consumer.fetch import FetchRequest
+from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, OffsetForLeaderEpochRequest
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kafka.protocol.metadata.metadata import MetadataResponse
@@ -48,10 +50,26 @@ PARTITIONED: dict[ApiKey, tuple[Any, str, str, str]] = {
 }
 
 
+TopicPart = tuple[str, int]
+Expected = tuple[ApiKey, int, dict[TopicPart, int]]
+"""An answer to come: its API, version, and a fetch's offsets."""
+
+
+class Fetched(NamedTuple):
+    """One partition of a fetch request, as a node received it."""
+
+    node_id: int
+    topic: str
+    partition: int
+    fetch_offset: int
+    request_max_bytes: int
+
+
 class ThreeNodeProxy:
     """`with ThreeNodeProxy("127.0.0.1:9092") as cluster: cluster.bootstrap_servers`."""
 
-    def __init__(self, broker: str, node_ids: Iterable[int] = (0, 1, 2), host: str = "127.0.0.1") -> None:
+    def __init__(self, broker: str, node_ids: Iterable[int] = (0, 1, 2), host: str = "127.0.0.1", *,
+                 refuse_fetches_past_the_end: bool = False) -> None:
         broker_host, broker_port = broker.rsplit(":", 1)
         self.broker = (broker_host, int(broker_port))
         self.node_ids = tuple(node_ids)
@@ -61,6 +79,8 @@ class ThreeNodeProxy:
         self.requests: Counter[tuple[int, str]] = Counter()
         self.misrouted: list[tuple[int, str, int]] = []  # (node, API, partition it does not lead)
         self.group_requests: list[tuple[int, str]] = []
+        self.fetches: list[Fetched] = []
+        self.refuse_fetches_past_the_end = refuse_fetches_past_the_end
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
@@ -92,7 +112,7 @@ class ThreeNodeProxy:
     async def _serve(self, node_id: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.accepted[node_id] += 1
         upstream_reader, upstream_writer = await asyncio.open_connection(*self.broker)
-        expected: deque[tuple[ApiKey, int]] = deque()
+        expected: deque[Expected] = deque()
         try:
             await asyncio.gather(self._requests(node_id, reader, upstream_writer, expected),
                                  self._answers(upstream_reader, writer, expected))
@@ -103,40 +123,51 @@ class ThreeNodeProxy:
             upstream_writer.close()
 
     async def _requests(self, node_id: int, reader: asyncio.StreamReader, upstream: asyncio.StreamWriter,
-                        expected: deque[tuple[ApiKey, int]]) -> None:
+                        expected: deque[Expected]) -> None:
         splitter = FrameSplitter()
         while data := await reader.read(65536):
             for payload in splitter.feed(data):
                 header = peek_header(payload)
                 api_key, version = ApiKey(header.api_key), header.api_version
-                if self._note(node_id, api_key, version, payload):
-                    expected.append((api_key, version))
+                answered, fetch_offsets = self._note(node_id, api_key, version, payload)
+                if answered:
+                    expected.append((api_key, version, fetch_offsets))
                 upstream.write(frame(payload))
         upstream.close()
 
-    def _note(self, node_id: int, api_key: ApiKey, version: int, payload: bytes) -> bool:
-        """Records the request; whether an answer will come."""
+    def _note(self, node_id: int, api_key: ApiKey, version: int, payload: bytes) -> tuple[bool, dict[TopicPart, int]]:
+        """Records the request; whether an answer will come, and a fetch's offsets."""
         self.requests[(node_id, api_key.name)] += 1
         if api_key in GROUP_APIS or (api_key == ApiKey.FindCoordinator and message_to_body(decode_request(
                 FindCoordinatorRequest, payload, version), version).get("key_type", 0) == 0):
             self.group_requests.append((node_id, api_key.name))
         if api_key not in PARTITIONED:
-            return True
+            return True, {}
         message_class, topics, partitions, index = PARTITIONED[api_key]
         body = message_to_body(decode_request(message_class, payload, version), version)
+        fetch_offsets: dict[TopicPart, int] = {}
         for topic in body[topics]:
             for partition in topic[partitions]:
                 if self.leader(partition[index]) != node_id:
                     self.misrouted.append((node_id, api_key.name, partition[index]))
-        return api_key != ApiKey.Produce or body["acks"] != 0
+                if api_key == ApiKey.Fetch:
+                    fetch_offsets[(topic["topic"], partition["partition"])] = partition["fetch_offset"]
+                    self.fetches.append(Fetched(node_id, topic["topic"], partition["partition"],
+                                                partition["fetch_offset"], body["max_bytes"]))
+        return api_key != ApiKey.Produce or body["acks"] != 0, fetch_offsets
 
     async def _answers(self, upstream: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                       expected: deque[tuple[ApiKey, int]]) -> None:
+                       expected: deque[Expected]) -> None:
         splitter = FrameSplitter(2**31 - 1)
         while data := await upstream.read(1 << 20):
             for payload in splitter.feed(data):
-                api_key, version = expected.popleft()
-                writer.write(self._metadata(payload, version) if api_key == ApiKey.Metadata else frame(payload))
+                api_key, version, fetch_offsets = expected.popleft()
+                if api_key == ApiKey.Metadata:
+                    writer.write(self._metadata(payload, version))
+                elif api_key == ApiKey.Fetch and self.refuse_fetches_past_the_end:
+                    writer.write(self._refuse_past_the_end(payload, version, fetch_offsets))
+                else:
+                    writer.write(frame(payload))
             await writer.drain()
         writer.close()
 
@@ -150,6 +181,18 @@ class ThreeNodeProxy:
                 leader = self.leader(partition["partition_index"])
                 partition.update(leader_id=leader, replica_nodes=[leader], isr_nodes=[leader])
         return encode_response(body_to_message(MetadataResponse, version, body), answer.header.correlation_id)
+
+    @staticmethod
+    def _refuse_past_the_end(payload: bytes, version: int, fetch_offsets: dict[TopicPart, int]) -> bytes:
+        """Kafka's answer to a fetch from past the log end (ReplicaManager.readFromLog: OffsetOutOfRangeException)."""
+        answer = decode_response(FetchResponse, payload, version)
+        body = message_to_body(answer, version)
+        for topic in body["responses"]:
+            for partition in topic["partitions"]:
+                if fetch_offsets[(topic["topic"], partition["partition_index"])] > partition["high_watermark"]:
+                    partition.update(error_code=1, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+                                     records=None)
+        return encode_response(body_to_message(FetchResponse, version, body), answer.header.correlation_id)
 
     # ---- lifecycle ------------------------------------------------------------------------------------
 

@@ -21,8 +21,9 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadMaxRows
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-from coordinator_job.broker import create_topics, log_end_offsets
+from coordinator_job.broker import PAST_ANY_END, EndOffsetLookups, create_topics, log_end_offsets
 from coordinator_job.kafka_source import (
+    FetchBudget,
     KafkaDataSource,
     KafkaOffsetRange,
     KafkaStreamReader,
@@ -32,6 +33,7 @@ from coordinator_job.kafka_source import (
     pack_ranges,
     produce_batches,
 )
+from tests.gateway.three_node_proxy import ThreeNodeProxy
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -302,3 +304,59 @@ def test_log_end_offsets_from_known_ends_match_a_full_lookup(kafka_bootstrap: st
     finally:
         producer.close()
         planner.close()
+
+
+@pytest.mark.parametrize("kafka_refuses", [False, True], ids=["broker-as-is", "refusing-as-kafka"])
+def test_end_offset_lookups_match_a_full_lookup(kafka_bootstrap: str, unique_topic: Callable[[str], str],
+                                                kafka_refuses: bool) -> None:
+    """The planner's lookups, over a three-node cluster (the test proxy): the ends a full lookup finds, after new
+    records and when nothing is new. Where the broker refuses a fetch past the log end (Kafka; the proxy refusing as
+    Kafka does), the lookup falls back to fetching from the ends seen last, and never asks past the end again."""
+    topic = unique_topic("ends")
+    create_topics(kafka_bootstrap, [(topic, 2, False)])
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, linger_ms=50, acks="all")
+    with ThreeNodeProxy(kafka_bootstrap, refuse_fetches_past_the_end=kafka_refuses) as cluster:
+        planner = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id=None, enable_auto_commit=False,
+                                auto_offset_reset="none", fetch_max_wait_ms=5, max_partition_fetch_bytes=1)
+        try:
+            def write(partition: int, count: int) -> None:
+                for _ in range(count):
+                    producer.send(topic, b"x", partition=partition)
+                producer.flush()
+
+            def fetches_past_the_end() -> int:
+                return sum(fetch.fetch_offset == PAST_ANY_END for fetch in cluster.fetches)
+
+            lookups = EndOffsetLookups(topic)
+            write(0, 5)
+            write(1, 3)
+            assert lookups.lookup(planner, refresh_metadata=True) == {"0": 5, "1": 3}
+            assert fetches_past_the_end() == 0
+            assert lookups.lookup(planner, refresh_metadata=False) == {"0": 5, "1": 3}
+            first_asked = fetches_past_the_end()
+            assert first_asked >= 2  # each partition
+            write(0, 4)
+            assert lookups.lookup(planner, refresh_metadata=False) == {"0": 9, "1": 3}
+            assert lookups.lookup(planner, refresh_metadata=True) == {"0": 9, "1": 3}
+            assert log_end_offsets(planner, topic) == {"0": 9, "1": 3}
+            if lookups.past_end_refused:
+                assert fetches_past_the_end() == first_asked
+            else:
+                assert fetches_past_the_end() >= first_asked + 2
+            assert lookups.past_end_refused or not kafka_refuses
+            assert not cluster.misrouted
+        finally:
+            planner.close()
+    producer.close()
+
+
+def test_a_fetch_budget_is_about_the_bytes_of_the_records_asked_for() -> None:
+    budget = FetchBudget()
+    assert budget.for_records(10) == 52_428_800  # kafka-python's own limit until a record was read
+    budget.learn(pa.RecordBatch.from_pydict({"key": [b"k" * 10] * 4, "value": [b"v" * 190] * 4},
+                                            schema=pa.schema([("key", pa.binary()), ("value", pa.binary())])))
+    assert 100 * 200 < budget.for_records(100) <= 100 * (200 + 71)
+    budget.learn(pa.RecordBatch.from_pydict({"key": [None], "value": [b"v" * 1200]},
+                                            schema=pa.schema([("key", pa.binary()), ("value", pa.binary())])))
+    assert 100 * 400 < budget.for_records(100) < 100 * 600  # a moving mean: 0.8 x 200 + 0.2 x 1200
+    assert budget.for_records(10**9) == 52_428_800

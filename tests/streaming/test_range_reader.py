@@ -17,6 +17,7 @@ from coordinator_job import kafka_source
 from coordinator_job.broker import EmbeddedBroker, create_topics
 from coordinator_job.kafka_source import KafkaOffsetRange, RangeReadTimeout, read_offset_range
 from coordinator_lab.fetch_cost import fill
+from tests.gateway.three_node_proxy import ThreeNodeProxy
 
 pytestmark = pytest.mark.kafka
 
@@ -50,6 +51,21 @@ def test_consecutive_and_repeated_ranges_read_exactly_their_records(
     # Consecutive ranges continue from what the worker's consumer fetched ahead; a retried or earlier range seeks.
     for start, end in [(0, 7), (7, 20), (20, 30), (5, 9), (9, 10)]:
         assert _read(kafka_bootstrap, topic, start, end) == [(i, f"v{i}".encode()) for i in range(start, end)]
+
+
+def test_a_readers_fetch_asks_for_about_the_bytes_left_in_its_range(
+        kafka_bootstrap: str, unique_topic: Callable[[str], str]) -> None:
+    """Once it has read records, a reader's fetch asks for about the rest of its range: a fetch with Kafka's 50 MiB
+    limit makes the embedded broker list the partition again and again while records keep coming."""
+    topic = unique_topic("budget")
+    create_topics(kafka_bootstrap, [(topic, 1, False)])
+    _produce(kafka_bootstrap, topic, [bytes([65 + i % 26]) * 500 for i in range(200)])
+    with ThreeNodeProxy(kafka_bootstrap, node_ids=(0,)) as cluster:
+        for start, end in [(0, 20), (100, 150)]:
+            assert _offsets(KafkaOffsetRange(cluster.bootstrap_servers, topic, 0, start, end, 20_000)) == list(
+                range(start, end))
+    asked = [fetch.request_max_bytes for fetch in cluster.fetches if fetch.fetch_offset == 100]
+    assert asked and all(50 * 500 < max_bytes < 50 * 500 * 1.5 for max_bytes in asked)
 
 
 @pytest.fixture
