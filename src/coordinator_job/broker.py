@@ -177,6 +177,13 @@ class EmbeddedBroker:
             raise RuntimeError("EmbeddedBroker is not started")
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def pid(self) -> int:
+        """The broker's process id (for measuring its CPU); only valid after :meth:`start`."""
+        if self._proc is None:
+            raise RuntimeError("EmbeddedBroker is not started")
+        return self._proc.pid
+
     def start(self, attempts: int = 3) -> EmbeddedBroker:
         """Launch the broker and wait until it serves metadata.
 
@@ -356,9 +363,9 @@ class EndOffsetLookups:
     lookup asking as little of the broker as it answers.
 
     The first lookup, and one whenever the caller refreshes metadata, is ``log_end_offsets`` (from the ends seen last).
-    The others fetch every partition from PAST_ANY_END: Tansu answers such a fetch with the partition's high watermark
-    and no error, without touching its log, while its fetch from the last end lists every stored batch of the partition
-    and, as long as records keep arriving during its listing, lists again for them (``python -m
+    The others fetch every partition from past PAST_ANY_END: Tansu answers such a fetch with the partition's high
+    watermark and no error, without touching its log, while its fetch from the last end lists every stored batch of the
+    partition and, as long as records keep arriving during its listing, lists again for them (``python -m
     coordinator_lab.fetch_cost --under-load``). Kafka refuses the fetch (OffsetOutOfRange, with no high watermark):
     from then on every lookup is ``log_end_offsets``, whose fetch from the last end is an index lookup there.
     """
@@ -367,6 +374,7 @@ class EndOffsetLookups:
         self.topic = topic
         self.latest: dict[str, int] | None = None
         self.past_end_refused = False
+        self._probes = 0
 
     def lookup(self, consumer: KafkaConsumer, *, refresh_metadata: bool) -> dict[str, int]:
         """The current ends (by partition id), looked up with ``consumer`` (auto_offset_reset "none")."""
@@ -381,8 +389,14 @@ class EndOffsetLookups:
     def _past_end(self, consumer: KafkaConsumer) -> dict[str, int] | None:
         assert self.latest is not None
         tps = [TopicPartition(self.topic, int(p)) for p in self.latest]
+        # Each lookup from an offset of its own: kafka-python takes a fetch's answer for the partition's while it was
+        # sent from the partition's current position, so an answer to an earlier lookup's fetch still in flight (it
+        # fetches again while it waits for another node) would pass for this one's, its high watermark a micro-batch
+        # old.
+        self._probes += 1
+        past_end = PAST_ANY_END + self._probes % PAST_ANY_END
         try:
-            high_watermarks = _high_watermarks(consumer, dict.fromkeys(tps, PAST_ANY_END), timeout_s=30.0)
+            high_watermarks = _high_watermarks(consumer, dict.fromkeys(tps, past_end), timeout_s=30.0)
         except OffsetOutOfRangeError:
             self.past_end_refused = True
             return None

@@ -17,21 +17,40 @@ Tansu's in-memory store lists every stored batch of the partition on each fetch 
 the fetch's `max_wait_ms` has passed, returning no records if it had not reached the fetch offset by then.
 Apache Kafka answers a fetch as soon as `fetch_min_bytes` are there (its index lookup does not grow with the
 log), and waits `fetch_max_wait_ms` only at the log end.
+
+`--under-load` measures the source's own read path instead (`coordinator_job.kafka_source`: its planner's end offset
+lookups, then its readers over each partition's new range, every `--trigger-ms`, one after the other in this process),
+on `--partitions` partitions filled to each `--batches` size, while a librdkafka producer writes `--rate` records a
+second across them in `--linger-ms` batches (as the live benchmark's load does): the broker's CPU per micro-batch, and
+the lookup's and the reads' times. A Tansu fetch below the high watermark lists every batch of the partition, and
+lists again for records that arrived meanwhile, as long as its byte limit lasts: what the source asks for decides how
+often that happens.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import random
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from coordinator_job.broker import EmbeddedBroker, create_topics, log_end_offsets
+from coordinator_job import kafka_source
+from coordinator_job.broker import (
+    FETCH_MAX_WAIT_MS,
+    READER_FETCH_MAX_WAIT_MS,
+    EmbeddedBroker,
+    EndOffsetLookups,
+    create_topics,
+    log_end_offsets,
+)
 
 TOPIC = "fetch-cost"
 PERF_OFFSETS_PER_BATCH = 2  # a one-record batch of Tansu's perf producer spans two offsets
@@ -120,6 +139,86 @@ def measure(steps: Sequence[int], settings: Mapping[str, Mapping[str, int]], rea
     return rows
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process `pid` so far."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _steady_load(bootstrap: str, topic: str, rate: float, linger_ms: int, record_bytes: int,
+                 stop: threading.Event) -> None:
+    """Writes `rate` records a second, keyed at random over the partitions, until `stop`."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms})
+    value, started, sent = b"v" * record_bytes, time.monotonic(), 0
+    while not stop.is_set():
+        ahead = started + sent / rate - time.monotonic()
+        if ahead > 0:
+            time.sleep(ahead)
+        kafka_source.produce_queued(producer, topic, value, f"group-{random.randrange(10**6)}")
+        sent += 1
+    producer.flush(10)
+
+
+def read_path_under_load(steps: Sequence[int], partitions: int, rate: float, linger_ms: int, record_bytes: int,
+                         duration_s: float, trigger_s: float) -> list[dict[str, Any]]:
+    """The source's lookups and reads every `trigger_s` for `duration_s` at each log size of `steps`."""
+    rows = []
+    with EmbeddedBroker() as broker:
+        bootstrap = broker.bootstrap_servers
+        create_topics(bootstrap, [(TOPIC, partitions, False)])
+        pid = broker.pid
+        for step in steps:
+            for partition in range(partitions):
+                fill(broker, TOPIC, partition, step, record_bytes)
+            stop = threading.Event()
+            load = threading.Thread(target=_steady_load, args=(bootstrap, TOPIC, rate, linger_ms, record_bytes, stop),
+                                    daemon=True)
+            load.start()
+            planner = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                                    auto_offset_reset="none", fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
+                                    max_partition_fetch_bytes=1)
+            lookups = EndOffsetLookups(TOPIC)
+            try:
+                time.sleep(2)  # the load under way
+                ends = lookups.lookup(planner, refresh_metadata=True)
+                lookup_s = read_s = 0.0
+                micro_batches = records = 0
+                cpu_before, started = _cpu_seconds(pid), time.monotonic()
+                while time.monotonic() - started < duration_s:
+                    tick = time.monotonic()
+                    new_ends = lookups.lookup(planner, refresh_metadata=False)
+                    lookup_s += time.monotonic() - tick
+                    read_started = time.monotonic()
+                    for partition_id, end in new_ends.items():
+                        if end > ends[partition_id]:
+                            part = kafka_source.KafkaOffsetRange(bootstrap, TOPIC, int(partition_id),
+                                                                 ends[partition_id], end, 60_000,
+                                                                 READER_FETCH_MAX_WAIT_MS)
+                            records += sum(batch.num_rows for batch in kafka_source.read_offset_range(part))
+                    read_s += time.monotonic() - read_started
+                    ends, micro_batches = new_ends, micro_batches + 1
+                    time.sleep(max(0.0, trigger_s - (time.monotonic() - tick)))
+                wall_s, broker_s = time.monotonic() - started, _cpu_seconds(pid) - cpu_before
+            finally:
+                stop.set()
+                load.join()
+                planner.close()
+                kafka_source.close_readers()
+            row = {"batches": step, "micro_batches": micro_batches, "records_read_per_s": round(records / wall_s),
+                   "broker_cores": round(broker_s / wall_s, 2),
+                   "broker_ms_per_micro_batch": round(1000 * broker_s / micro_batches),
+                   "lookup_ms": round(1000 * lookup_s / micro_batches), "read_ms": round(1000 * read_s / micro_batches)}
+            rows.append(row)
+            print(f"{step:>8} batches a partition: {micro_batches} micro-batches, "
+                  f"{row['records_read_per_s']} records/s read; the broker {row['broker_cores']} cores, "
+                  f"{row['broker_ms_per_micro_batch']} ms a micro-batch; lookup {row['lookup_ms']} ms, "
+                  f"reads {row['read_ms']} ms a micro-batch", flush=True)
+    return rows
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m coordinator_lab.fetch_cost", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -128,6 +227,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--record-bytes", type=int, default=200, help="bytes per record")
     parser.add_argument("--read", type=int, default=1000, help="offsets read at the tail")
     parser.add_argument("--timeout", type=float, default=10, help="seconds before a tail read counts as stalled")
+    parser.add_argument("--under-load", action="store_true",
+                        help="measure the source's read path under a steady load instead (see above)")
+    parser.add_argument("--partitions", type=int, default=3, help="--under-load: partitions (default: 3)")
+    parser.add_argument("--rate", type=float, default=2000, help="--under-load: records written a second")
+    parser.add_argument("--linger-ms", type=int, default=5, help="--under-load: the producer's linger.ms (default: 5)")
+    parser.add_argument("--duration", type=float, default=30, help="--under-load: seconds at each log size")
+    parser.add_argument("--trigger-ms", type=int, default=500, help="--under-load: micro-batch interval")
     parser.add_argument("--setting", action="append", metavar="NAME:KEY=VALUE,...",
                         help="a kafka-python fetch setting to measure instead of the built-in ones (repeatable), "
                              "e.g. 'long:fetch_max_wait_ms=500,fetch_min_bytes=1'")
@@ -139,6 +245,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             name, _, pairs = item.partition(":")
             settings[name] = {k.strip(): int(v) for k, v in (p.split("=", 1) for p in pairs.split(",") if p)}
     steps = sorted(int(s) for s in args.batches.split(","))
+    if args.under_load:
+        rows = read_path_under_load(steps, args.partitions, args.rate, args.linger_ms, args.record_bytes,
+                                    args.duration, args.trigger_ms / 1000)
+        print(json.dumps({"under_load": vars(args), "rows": rows}))
+        return 0
     rows = measure(steps, settings, args.read, args.record_bytes, args.timeout)
     print(json.dumps({"read": args.read, "rows": rows}))
     return 0
