@@ -286,6 +286,7 @@ class PartitionReader:
         self.consumer = self._assigned_consumer()
         self.next_offset: int | None = None
         self.budget = FetchBudget()
+        self._started: tuple[KafkaOffsetRange, list[Any]] | None = None  # a range whose first fetch went out (start)
 
     def _assigned_consumer(self) -> KafkaConsumer:
         consumer = _consumer(self.bootstrap_servers, f"{SOURCE_NAME}-reader", self.fetch_max_wait_ms)
@@ -295,20 +296,25 @@ class PartitionReader:
     def close(self) -> None:
         self.consumer.close()
 
+    def start(self, part: KafkaOffsetRange) -> None:
+        """Send ``part``'s first fetch now, without waiting for its answer (``read`` takes it): a task's ranges are
+        read one after the other, so their fetches go out together and the broker works on them at once."""
+        self._seek(part)
+        self._started = (part, self._poll(part, timeout_ms=0))
+
     def read(self, part: KafkaOffsetRange) -> Iterator[pa.RecordBatch]:
         """Exactly the records in ``part``'s range, in offset order, as Arrow batches of READ_SCHEMA (one a poll);
         RangeReadTimeout if the range is not read within ``part.poll_timeout_ms``."""
-        if self.next_offset != part.start:
-            self.consumer.seek(self.tp, part.start)  # a seek drops what was fetched ahead: only when elsewhere
+        started_part, early = self._started or (None, [])
+        self._started = None
+        if started_part != part:
+            self._seek(part)
+            early = []
         started = fed = time.monotonic()
-        while (position := self.consumer.position(self.tp)) < part.end:
+        while (position := self.consumer.position(self.tp)) < part.end or early:
             if time.monotonic() - started > part.poll_timeout_ms / 1000:
                 raise RangeReadTimeout(self._late(part, position))
-            # kafka-python reads its limit of the fetch it sends next from its fetcher's settings: this reader's
-            # consumer fetches only this partition, so the request's limit is the partition's.
-            self.consumer._fetcher.config["fetch_max_bytes"] = self.budget.for_records(part.end - position)
-            # At most the rest of the range: records fetched beyond it stay buffered for the next task.
-            records = self.consumer.poll(timeout_ms=200, max_records=part.end - position).get(self.tp, [])
+            records, early = early or self._poll(part, timeout_ms=200), []
             if records:
                 fed = time.monotonic()
                 batch = _records_batch(records, part)
@@ -318,6 +324,21 @@ class PartitionReader:
                 self._widen_wait(position)
                 fed = time.monotonic()
         self.next_offset = self.consumer.position(self.tp)
+
+    def _seek(self, part: KafkaOffsetRange) -> None:
+        if self.next_offset != part.start:
+            self.consumer.seek(self.tp, part.start)  # a seek drops what was fetched ahead: only when elsewhere
+            self.next_offset = part.start
+
+    def _poll(self, part: KafkaOffsetRange, timeout_ms: int) -> list[Any]:
+        """The rest of ``part``'s records that came within `timeout_ms` (none if the answer is not there yet)."""
+        remaining = part.end - self.consumer.position(self.tp)
+        # kafka-python reads its limit of the fetch it sends next from its fetcher's settings: this reader's
+        # consumer fetches only this partition, so the request's limit is the partition's.
+        self.consumer._fetcher.config["fetch_max_bytes"] = self.budget.for_records(remaining)
+        # At most the rest of the range: records fetched beyond it stay buffered for the next task.
+        records: list[Any] = self.consumer.poll(timeout_ms=timeout_ms, max_records=remaining).get(self.tp, [])
+        return records
 
     def _starved(self, position: int) -> bool:
         high_watermark = self.consumer.highwater(self.tp)
@@ -369,13 +390,27 @@ def _drop_client(cache: dict[Key, Client], key: Key) -> None:
         client.close()
 
 
+def _reader_key(part: KafkaOffsetRange) -> ReaderKey:
+    return part.bootstrap_servers, part.topic, part.partition, part.fetch_max_wait_ms
+
+
+def start_reading(part: KafkaOffsetRange) -> None:
+    """Send the first fetch of ``part``'s range (PartitionReader.start), by the worker's reader of the partition."""
+    key = _reader_key(part)
+    try:
+        _cached_client(_READERS, key, lambda: PartitionReader(part)).start(part)
+    except BaseException:
+        _drop_client(_READERS, key)
+        raise
+
+
 def read_offset_range(part: KafkaOffsetRange) -> Iterator[pa.RecordBatch]:
     """``part``'s records as Arrow batches (PartitionReader.read), by the worker's reader of the partition.
 
     Each partition has its own consumer in the worker: the fetch it sends after the range's last record (kafka-python
     fetches ahead) asks for the next micro-batch's first offsets of this partition, not of another one.
     """
-    key = (part.bootstrap_servers, part.topic, part.partition, part.fetch_max_wait_ms)
+    key = _reader_key(part)
     reader = _cached_client(_READERS, key, lambda: PartitionReader(part))
     try:
         yield from reader.read(part)
@@ -394,6 +429,8 @@ def read_ranges(task: KafkaRanges) -> Iterator[pa.RecordBatch]:
     """Every range of `task`, in order (read_offset_range); the time it took to the task metrics, if named."""
     freeze_long_lived_objects()
     started = time.perf_counter()
+    for part in task.ranges[1:]:
+        start_reading(part)
     for part in task.ranges:
         yield from read_offset_range(part)
     metrics = task_metrics.metrics_for_task(task.metrics_accumulator)
