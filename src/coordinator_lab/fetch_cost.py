@@ -19,7 +19,8 @@ Apache Kafka answers a fetch as soon as `fetch_min_bytes` are there (its index l
 log), and waits `fetch_max_wait_ms` only at the log end.
 
 `--under-load` measures the source's own read path instead (`coordinator_job.kafka_source`: its planner's end offset
-lookups, then its readers over each partition's new range, every `--trigger-ms`, one after the other in this process),
+lookups, then, `--read-delay-ms` later, its readers over each partition's new range, every `--trigger-ms`, one after
+the other in this process),
 on `--partitions` partitions filled to each `--batches` size, while a librdkafka producer writes `--rate` records a
 second across them in `--linger-ms` batches (as the live benchmark's load does): the broker's CPU per micro-batch, and
 the lookup's and the reads' times. A Tansu fetch below the high watermark lists every batch of the partition, and
@@ -42,7 +43,6 @@ from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from coordinator_job import kafka_source
 from coordinator_job.broker import (
     FETCH_MAX_WAIT_MS,
     READER_FETCH_MAX_WAIT_MS,
@@ -151,6 +151,8 @@ def _steady_load(bootstrap: str, topic: str, rate: float, linger_ms: int, record
     """Writes `rate` records a second, keyed at random over the partitions, until `stop`."""
     from confluent_kafka import Producer
 
+    from coordinator_job import kafka_source
+
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms})
     value, started, sent = b"v" * record_bytes, time.monotonic(), 0
     while not stop.is_set():
@@ -163,8 +165,11 @@ def _steady_load(bootstrap: str, topic: str, rate: float, linger_ms: int, record
 
 
 def read_path_under_load(steps: Sequence[int], partitions: int, rate: float, linger_ms: int, record_bytes: int,
-                         duration_s: float, trigger_s: float) -> list[dict[str, Any]]:
+                         duration_s: float, trigger_s: float, read_delay_s: float) -> list[dict[str, Any]]:
     """The source's lookups and reads every `trigger_s` for `duration_s` at each log size of `steps`."""
+    # Imported here: the CLI imports this module (for `fill`) for every command, and kafka_source imports Spark.
+    from coordinator_job import kafka_source
+
     rows = []
     with EmbeddedBroker() as broker:
         bootstrap = broker.bootstrap_servers
@@ -191,6 +196,7 @@ def read_path_under_load(steps: Sequence[int], partitions: int, rate: float, lin
                     tick = time.monotonic()
                     new_ends = lookups.lookup(planner, refresh_metadata=False)
                     lookup_s += time.monotonic() - tick
+                    time.sleep(read_delay_s)
                     read_started = time.monotonic()
                     for partition_id, end in new_ends.items():
                         if end > ends[partition_id]:
@@ -234,6 +240,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--linger-ms", type=int, default=5, help="--under-load: the producer's linger.ms (default: 5)")
     parser.add_argument("--duration", type=float, default=30, help="--under-load: seconds at each log size")
     parser.add_argument("--trigger-ms", type=int, default=500, help="--under-load: micro-batch interval")
+    parser.add_argument("--read-delay-ms", type=int, default=50,
+                        help="--under-load: time between a lookup and the reads (a Spark task starts some tens of "
+                             "ms after its micro-batch is planned: records arrive past the range meanwhile)")
     parser.add_argument("--setting", action="append", metavar="NAME:KEY=VALUE,...",
                         help="a kafka-python fetch setting to measure instead of the built-in ones (repeatable), "
                              "e.g. 'long:fetch_max_wait_ms=500,fetch_min_bytes=1'")
@@ -247,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     steps = sorted(int(s) for s in args.batches.split(","))
     if args.under_load:
         rows = read_path_under_load(steps, args.partitions, args.rate, args.linger_ms, args.record_bytes,
-                                    args.duration, args.trigger_ms / 1000)
+                                    args.duration, args.trigger_ms / 1000, args.read_delay_ms / 1000)
         print(json.dumps({"under_load": vars(args), "rows": rows}))
         return 0
     rows = measure(steps, settings, args.read, args.record_bytes, args.timeout)

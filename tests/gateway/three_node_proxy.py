@@ -56,13 +56,18 @@ Expected = tuple[ApiKey, int, dict[TopicPart, int]]
 
 
 class Fetched(NamedTuple):
-    """One partition of a fetch request, as a node received it."""
+    """One partition of a fetch request, as a node received it (the topic: its name, or its id from Fetch v13 on)."""
 
     node_id: int
     topic: str
     partition: int
     fetch_offset: int
     request_max_bytes: int
+
+
+def _fetched_topic(topic: dict[str, Any]) -> str:
+    """A fetch's topic: its name, or from Fetch v13 on (librdkafka) its id."""
+    return str(topic.get("topic") or topic.get("topic_id"))
 
 
 class ThreeNodeProxy:
@@ -151,8 +156,8 @@ class ThreeNodeProxy:
                 if self.leader(partition[index]) != node_id:
                     self.misrouted.append((node_id, api_key.name, partition[index]))
                 if api_key == ApiKey.Fetch:
-                    fetch_offsets[(topic["topic"], partition["partition"])] = partition["fetch_offset"]
-                    self.fetches.append(Fetched(node_id, topic["topic"], partition["partition"],
+                    fetch_offsets[(_fetched_topic(topic), partition["partition"])] = partition["fetch_offset"]
+                    self.fetches.append(Fetched(node_id, _fetched_topic(topic), partition["partition"],
                                                 partition["fetch_offset"], body["max_bytes"]))
         return api_key != ApiKey.Produce or body["acks"] != 0, fetch_offsets
 
@@ -189,7 +194,7 @@ class ThreeNodeProxy:
         body = message_to_body(answer, version)
         for topic in body["responses"]:
             for partition in topic["partitions"]:
-                if fetch_offsets[(topic["topic"], partition["partition_index"])] > partition["high_watermark"]:
+                if fetch_offsets[(_fetched_topic(topic), partition["partition_index"])] > partition["high_watermark"]:
                     partition.update(error_code=1, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
                                      records=None)
         return encode_response(body_to_message(FetchResponse, version, body), answer.header.correlation_id)
