@@ -145,6 +145,15 @@ def _consumer(bootstrap_servers: str, client_id: str, fetch_max_wait_ms: int, **
     )
 
 
+def planner_consumer(bootstrap_servers: str) -> KafkaConsumer:
+    """The consumer a planner looks log ends up with (broker.EndOffsetLookups)."""
+    # Its fetches are for their high watermark: a byte, so that brokers send one batch (KIP-74: a first batch larger
+    # than the limit still comes), not the next micro-batch's records. Tansu heeds only the request's limit, and lists
+    # the partition again for every record that arrives while it lists, while the limit lasts (broker.py).
+    return _consumer(bootstrap_servers, f"{SOURCE_NAME}-planner", FETCH_MAX_WAIT_MS, max_partition_fetch_bytes=1,
+                     fetch_max_bytes=1)
+
+
 def cap_offsets(start: Offsets, end: Offsets, max_records: int) -> Offsets:
     """Advance from ``start`` towards ``end`` by at most ``max_records`` offsets in total.
 
@@ -461,12 +470,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _end_offsets(self) -> Offsets:
         """Current log end offsets, via one long-lived driver-side consumer."""
         if self._consumer is None:
-            # The planner's fetches are for their high watermark: a byte, so that brokers send one batch (KIP-74: a
-            # first batch larger than the limit still comes), not the next micro-batch's records. Tansu heeds only the
-            # request's limit, and lists the partition again for every record that arrives while it lists, while the
-            # limit lasts (broker.py).
-            self._consumer = _consumer(self.options.bootstrap_servers, f"{SOURCE_NAME}-planner", FETCH_MAX_WAIT_MS,
-                                       max_partition_fetch_bytes=1, fetch_max_bytes=1)
+            self._consumer = planner_consumer(self.options.bootstrap_servers)
         now = time.monotonic()
         refresh = now - self._metadata_refreshed_at >= METADATA_REFRESH_S
         ends = self._ends.lookup(self._consumer, refresh_metadata=refresh)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import subprocess
 import sys
@@ -44,13 +43,14 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from coordinator_job.broker import (
-    FETCH_MAX_WAIT_MS,
     READER_FETCH_MAX_WAIT_MS,
     EmbeddedBroker,
     EndOffsetLookups,
     create_topics,
     log_end_offsets,
 )
+
+from .measuring import process_cpu_seconds
 
 TOPIC = "fetch-cost"
 PERF_OFFSETS_PER_BATCH = 2  # a one-record batch of Tansu's perf producer spans two offsets
@@ -139,13 +139,6 @@ def measure(steps: Sequence[int], settings: Mapping[str, Mapping[str, int]], rea
     return rows
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User and system CPU time of process `pid` so far."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _steady_load(bootstrap: str, topic: str, rate: float, linger_ms: int, record_bytes: int,
                  stop: threading.Event) -> None:
     """Writes `rate` records a second, keyed at random over the partitions, until `stop`."""
@@ -182,16 +175,14 @@ def read_path_under_load(steps: Sequence[int], partitions: int, rate: float, lin
             load = threading.Thread(target=_steady_load, args=(bootstrap, TOPIC, rate, linger_ms, record_bytes, stop),
                                     daemon=True)
             load.start()
-            planner = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                                    auto_offset_reset="none", fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
-                                    max_partition_fetch_bytes=1)
+            planner = kafka_source.planner_consumer(bootstrap)
             lookups = EndOffsetLookups(TOPIC)
             try:
                 time.sleep(2)  # the load under way
                 ends = lookups.lookup(planner, refresh_metadata=True)
                 lookup_s = read_s = 0.0
                 micro_batches = records = 0
-                cpu_before, started = _cpu_seconds(pid), time.monotonic()
+                cpu_before, started = process_cpu_seconds(pid), time.monotonic()
                 while time.monotonic() - started < duration_s:
                     tick = time.monotonic()
                     new_ends = lookups.lookup(planner, refresh_metadata=False)
@@ -207,7 +198,7 @@ def read_path_under_load(steps: Sequence[int], partitions: int, rate: float, lin
                     read_s += time.monotonic() - read_started
                     ends, micro_batches = new_ends, micro_batches + 1
                     time.sleep(max(0.0, trigger_s - (time.monotonic() - tick)))
-                wall_s, broker_s = time.monotonic() - started, _cpu_seconds(pid) - cpu_before
+                wall_s, broker_s = time.monotonic() - started, process_cpu_seconds(pid) - cpu_before
             finally:
                 stop.set()
                 load.join()

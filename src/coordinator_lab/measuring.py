@@ -144,6 +144,11 @@ def _cpu_ticks(pid: int) -> int:
     return sum(int(f) for f in fields[11:15])
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """CPU time of process `pid` (and of the children it has reaped) so far."""
+    return _cpu_ticks(pid) / CLOCK_TICKS
+
+
 def tree_cpu_seconds() -> float:
     """CPU time of this process and every descendant (the JVM, its Python workers): contention on a shared
     machine stretches wall time, much less CPU time."""

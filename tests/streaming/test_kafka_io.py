@@ -31,6 +31,7 @@ from coordinator_job.kafka_source import (
     SinkColumns,
     cap_offsets,
     pack_ranges,
+    planner_consumer,
     produce_batches,
 )
 from tests.gateway.three_node_proxy import ThreeNodeProxy
@@ -277,6 +278,13 @@ def test_source_parts_pickle_even_after_use(kafka_bootstrap: str, unique_topic: 
         ReaderOptions.parse({**options, "startingOffsets": "yesterday"})
 
 
+def _write_flushed(producer: KafkaProducer, topic: str, partition: int, count: int) -> None:
+    """`count` one-byte records to `partition`, acknowledged (the producer's linger makes batches of several)."""
+    for _ in range(count):
+        producer.send(topic, b"x", partition=partition)
+    producer.flush()
+
+
 def test_log_end_offsets_from_known_ends_match_a_full_lookup(kafka_bootstrap: str,
                                                            unique_topic: Callable[[str], str]) -> None:
     """The planner's lookup (its consumer's: a byte a partition) from the ends it saw last: exact after new records
@@ -285,13 +293,10 @@ def test_log_end_offsets_from_known_ends_match_a_full_lookup(kafka_bootstrap: st
     topic = unique_topic("ends")
     create_topics(kafka_bootstrap, [(topic, 2, False)])
     producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, linger_ms=50, acks="all")
-    planner = KafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=None, enable_auto_commit=False,
-                            auto_offset_reset="none", fetch_max_wait_ms=5, max_partition_fetch_bytes=1)
+    planner = planner_consumer(kafka_bootstrap)
     try:
         def write(partition: int, count: int) -> None:
-            for _ in range(count):
-                producer.send(topic, b"x", partition=partition)
-            producer.flush()
+            _write_flushed(producer, topic, partition, count)
 
         write(0, 5)
         write(1, 3)
@@ -316,13 +321,10 @@ def test_end_offset_lookups_match_a_full_lookup(kafka_bootstrap: str, unique_top
     create_topics(kafka_bootstrap, [(topic, 2, False)])
     producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, linger_ms=50, acks="all")
     with ThreeNodeProxy(kafka_bootstrap, refuse_fetches_past_the_end=kafka_refuses) as cluster:
-        planner = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id=None, enable_auto_commit=False,
-                                auto_offset_reset="none", fetch_max_wait_ms=5, max_partition_fetch_bytes=1)
+        planner = planner_consumer(cluster.bootstrap_servers)
         try:
             def write(partition: int, count: int) -> None:
-                for _ in range(count):
-                    producer.send(topic, b"x", partition=partition)
-                producer.flush()
+                _write_flushed(producer, topic, partition, count)
 
             def probes() -> set[int]:
                 """The lookups (numbered from 1) whose fetches past the end reached the cluster."""
