@@ -90,6 +90,7 @@ class Reaction(Enum):
     RESET_MEMBER_ID = "reset member id"  # partitions lost; rejoin at once as a new member
     RETRY_HEARTBEAT = "heartbeat after backoff"
     RETRY_FETCH = "fetch the committed offsets again"
+    COMMIT_AGAIN = "commit the positions again at the next interval"
     IGNORE = "ignore"
 
 
@@ -112,14 +113,15 @@ _REACTIONS: dict[tuple[str, str], Reaction] = {
     ("Heartbeat", "UNKNOWN_MEMBER_ID"): Reaction.RESET_MEMBER_ID,
     ("Heartbeat", "COORDINATOR_NOT_AVAILABLE"): Reaction.RETRY_HEARTBEAT,
     ("Heartbeat", "TIMEOUT"): Reaction.RETRY_HEARTBEAT,
-    # A failed commit is not retried (the next one carries newer positions); the heartbeat, not the
-    # commit, tells the member it must rejoin. A fenced commit (KIP-345 zombie) is fatal, as in Java.
-    ("OffsetCommit", "ILLEGAL_GENERATION"): Reaction.IGNORE,
-    ("OffsetCommit", "UNKNOWN_MEMBER_ID"): Reaction.IGNORE,
-    ("OffsetCommit", "REBALANCE_IN_PROGRESS"): Reaction.IGNORE,
-    ("OffsetCommit", "COORDINATOR_NOT_AVAILABLE"): Reaction.IGNORE,
-    ("OffsetCommit", "GROUP_ID_NOT_FOUND"): Reaction.IGNORE,
-    ("OffsetCommit", "TIMEOUT"): Reaction.IGNORE,
+    # A failed commit is committed again at the next interval, as the Java consumer's auto-commit does (it
+    # commits all consumed positions every interval); the heartbeat, not the commit, tells the member it
+    # must rejoin. A fenced commit (KIP-345 zombie) is fatal, as in Java.
+    ("OffsetCommit", "ILLEGAL_GENERATION"): Reaction.COMMIT_AGAIN,
+    ("OffsetCommit", "UNKNOWN_MEMBER_ID"): Reaction.COMMIT_AGAIN,
+    ("OffsetCommit", "REBALANCE_IN_PROGRESS"): Reaction.COMMIT_AGAIN,
+    ("OffsetCommit", "COORDINATOR_NOT_AVAILABLE"): Reaction.COMMIT_AGAIN,
+    ("OffsetCommit", "GROUP_ID_NOT_FOUND"): Reaction.COMMIT_AGAIN,
+    ("OffsetCommit", "TIMEOUT"): Reaction.COMMIT_AGAIN,
     ("OffsetFetch", "COORDINATOR_NOT_AVAILABLE"): Reaction.RETRY_FETCH,
     ("OffsetFetch", "TIMEOUT"): Reaction.RETRY_FETCH,
 }
@@ -391,7 +393,7 @@ class GroupMember:
         if reaction is None:
             self._fail(error)
         else:
-            self._react(reaction, str(body.get("member_id", "")))
+            self._react(reaction, entry, str(body.get("member_id", "")))
 
     def _heartbeat_is_current(self, entry: _InFlight, error: str) -> bool:
         """Kafka acts on a heartbeat error (or timeout) only for the generation it was sent in; a
@@ -402,8 +404,11 @@ class GroupMember:
             return False
         return not (error == "REBALANCE_IN_PROGRESS" and self.state is MemberState.SYNCING)
 
-    def _react(self, reaction: Reaction, given_member_id: str = "") -> None:
+    def _react(self, reaction: Reaction, entry: _InFlight, given_member_id: str = "") -> None:
         if reaction is Reaction.IGNORE:
+            return
+        if reaction is Reaction.COMMIT_AGAIN:
+            self._commit_again(entry)
             return
         if reaction is Reaction.RETRY_HEARTBEAT:
             self._heartbeat_at = self._now + self.config.retry_backoff_ms
@@ -469,7 +474,7 @@ class GroupMember:
             if entry.api == "LeaveGroup" or (
                     entry.api == "Heartbeat" and not self._heartbeat_is_current(entry, "TIMEOUT")):
                 continue
-            self._react(_REACTIONS[(entry.api, "TIMEOUT")])
+            self._react(_REACTIONS[(entry.api, "TIMEOUT")], entry)
 
     def _assign(self, members: list[Mapping[str, Any]]) -> list[dict[str, str]]:
         """The leader's work: decode every subscription and run the selected assignor."""
@@ -580,6 +585,15 @@ class GroupMember:
                 tp = (str(topic["name"]), int(answered["partition_index"]))
                 if answered["error"] == "NONE" and tp in sent:
                     self.committed[tp] = sent[tp]
+                elif tp in sent:
+                    self._commit_again(entry)
+
+    def _commit_again(self, entry: _InFlight) -> None:
+        """A commit failed: the positions go out again at the next interval, unless the assignment it was sent
+        for is gone (its positions with it)."""
+        if self.state is MemberState.STABLE and (entry.generation_id, entry.member_id) == (
+                self.generation_id, self.member_id):
+            self._uncommitted = True
 
     def _leave_request(self) -> dict[str, Any]:
         return self._envelope(Api.LEAVE_GROUP, {"members": [{

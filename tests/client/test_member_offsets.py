@@ -136,6 +136,30 @@ def test_a_fenced_commit_is_fatal_and_other_commit_errors_are_not() -> None:
     assert member.state is MemberState.FAILED and member.fatal_error == "FENCED_INSTANCE_ID"
 
 
+@pytest.mark.parametrize("failure", ["REBALANCE_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "a partition's error",
+                                     "no answer"])
+def test_a_failed_commit_is_sent_again_at_the_next_interval(failure: str) -> None:
+    """Nothing moved since: the Java consumer's auto-commit commits every interval anyway, so a lost commit
+    never leaves the last positions uncommitted."""
+    member, fetch = stable(Recorder())
+    member.on_response(fetched(fetch, {0: 10, 1: 20}))
+    member.consumed(("t", 0), 11)
+    commit = next(r for r in member.poll(T0 + COMMIT) if r["api"] == "OffsetCommit")
+    if failure == "a partition's error":
+        answered = committed(commit)
+        answered["body"]["topics"][0]["partitions"][1]["error"] = "UNKNOWN_TOPIC_OR_PARTITION"
+        member.on_response(answered)
+        assert member.committed == {("t", 0): 11, ("t", 1): 20}
+    elif failure != "no answer":
+        member.on_response(committed(commit, failure))
+    later = T0 + COMMIT + member.config.request_timeout_ms
+    again = [r for r in member.poll(later) if r["api"] == "OffsetCommit"]
+    assert [commit_body(r) for r in again] == [{("t", 0): 11, ("t", 1): 20}]
+    member.on_response(committed(again[0]))
+    assert member.committed == {("t", 0): 11, ("t", 1): 20}
+    assert "OffsetCommit" not in [r["api"] for r in member.poll(later + COMMIT)]  # acknowledged: not again
+
+
 def test_an_answer_to_a_fetch_of_an_earlier_assignment_is_not_used() -> None:
     member, fetch = stable(Recorder())
     heartbeat = only(member.poll(T0 + HEARTBEAT), "Heartbeat")

@@ -42,7 +42,7 @@ def run_until(member: GroupMember, transport: KafkaTransport, done: Callable[[],
     while not done():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; member {member.state}, "
-                                 f"errors {member.stats.errors}")
+                                 f"committed {member.committed}, {member.stats}")
         for request in member.poll(wall_ms()):
             transport.send(request)
         for response in transport.receive(member.reply_to, timeout_ms=200):
