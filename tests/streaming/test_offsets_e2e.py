@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from coordinator_cli.main import main
 from coordinator_job.live_job import ensure_topics, start_query
@@ -35,14 +36,17 @@ def wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def run_until(member: GroupMember, transport: KafkaTransport, done: Callable[[], bool], timeout_s: float,
-              what: str, on_turn: Callable[[], None] = lambda: None) -> None:
+def run_until(member: GroupMember, transport: KafkaTransport, query: StreamingQuery, done: Callable[[], bool],
+              timeout_s: float, what: str, on_turn: Callable[[], None] = lambda: None) -> None:
     """Drives the member in real time until `done()` (or fails after `timeout_s`)."""
     deadline = time.monotonic() + timeout_s
     while not done():
         if time.monotonic() > deadline:
+            progress = query.lastProgress or {}
             raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; member {member.state}, "
-                                 f"committed {member.committed}, {member.stats}")
+                                 f"committed {member.committed}, {member.stats}; query active {query.isActive}, "
+                                 f"last batch {progress.get('batchId')} ({progress.get('durationMs')}), "
+                                 f"exception {query.exception()}")
         for request in member.poll(wall_ms()):
             transport.send(request)
         for response in transport.receive(member.reply_to, timeout_ms=200):
@@ -67,18 +71,19 @@ def test_a_static_member_resumes_from_its_commits_and_the_cli_shows_it(
                                response_topic=settings["coordinator.responses.topic"])
     try:
         first = GroupMember(config, "consumer-1-first")
-        run_until(first, transport, lambda: len(first.positions) == 3, 180, "the first process's positions")
+        run_until(first, transport, query, lambda: len(first.positions) == 3, 180, "the first process's positions")
 
         def process() -> None:  # the application: a few records a turn on every partition
             for partition, position in list(first.positions.items()):
                 first.consumed(partition, min(position + 5, 40 + 10 * partition[1]))
 
         target = {("events", p): 40 + 10 * p for p in range(3)}
-        run_until(first, transport, lambda: first.committed == target, 180, "the first process's commits", process)
+        run_until(first, transport, query, lambda: first.committed == target, 180, "the first process's commits",
+                  process)
         generation = first.generation_id
         # The first process dies (no LeaveGroup: a static member), the second starts within the session.
         second = GroupMember(config, "consumer-1-second")
-        run_until(second, transport, lambda: len(second.positions) == 3, 180, "the second process's positions")
+        run_until(second, transport, query, lambda: len(second.positions) == 3, 180, "the second process's positions")
         assert second.state is MemberState.STABLE and second.generation_id == generation  # no rebalance
         assert second.positions == target  # it resumes where the first one's last commit left off
 
