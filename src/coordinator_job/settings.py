@@ -40,7 +40,7 @@ DEFAULTS: dict[str, Any] = {
     "coordinator.snapshots.topic": "coordinator.snapshots",
     "coordinator.dead.letters.topic": "coordinator.dead-letters",
     "coordinator.offsets.topic": "coordinator.offsets",
-    "coordinator.requests.partitions": 3,
+    "coordinator.requests.partitions": 1,  # conf/coordinator.toml says why one
     "coordinator.responses.partitions": 3,
     "coordinator.query.name": "group-coordinator",
     "coordinator.checkpoint.root": "checkpoints",
