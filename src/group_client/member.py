@@ -339,7 +339,7 @@ class GroupMember:
         elif entry.api == "OffsetCommit":
             self._on_commit_ok(entry, body)
         elif entry.api == "OffsetFetch":
-            if (entry.generation_id, entry.member_id) == (self.generation_id, self.member_id):
+            if self._sent_in_this_generation(entry):
                 self._on_fetch_ok(body)
         elif entry.api in _SUCCESS:
             _SUCCESS[entry.api](self, body)
@@ -400,7 +400,7 @@ class GroupMember:
         rebalance notice is moot while syncing (the SyncGroup answer will say)."""
         if self.state not in (MemberState.SYNCING, MemberState.STABLE):
             return False
-        if (entry.generation_id, entry.member_id) != (self.generation_id, self.member_id):
+        if not self._sent_in_this_generation(entry):
             return False
         return not (error == "REBALANCE_IN_PROGRESS" and self.state is MemberState.SYNCING)
 
@@ -591,9 +591,12 @@ class GroupMember:
     def _commit_again(self, entry: _InFlight) -> None:
         """A commit failed: the positions go out again at the next interval, unless the assignment it was sent
         for is gone (its positions with it)."""
-        if self.state is MemberState.STABLE and (entry.generation_id, entry.member_id) == (
-                self.generation_id, self.member_id):
+        if self.state is MemberState.STABLE and self._sent_in_this_generation(entry):
             self._uncommitted = True
+
+    def _sent_in_this_generation(self, entry: _InFlight) -> bool:
+        """Whether `entry` was sent by the member as it is now (same generation and member id)."""
+        return (entry.generation_id, entry.member_id) == (self.generation_id, self.member_id)
 
     def _leave_request(self) -> dict[str, Any]:
         return self._envelope(Api.LEAVE_GROUP, {"members": [{

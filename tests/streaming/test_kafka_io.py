@@ -6,6 +6,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -295,8 +296,7 @@ def test_log_end_offsets_from_known_ends_match_a_full_lookup(kafka_bootstrap: st
     producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, linger_ms=50, acks="all")
     planner = planner_consumer(kafka_bootstrap)
     try:
-        def write(partition: int, count: int) -> None:
-            _write_flushed(producer, topic, partition, count)
+        write = partial(_write_flushed, producer, topic)
 
         write(0, 5)
         write(1, 3)
@@ -323,8 +323,7 @@ def test_end_offset_lookups_match_a_full_lookup(kafka_bootstrap: str, unique_top
     with ThreeNodeProxy(kafka_bootstrap, refuse_fetches_past_the_end=kafka_refuses) as cluster:
         planner = planner_consumer(cluster.bootstrap_servers)
         try:
-            def write(partition: int, count: int) -> None:
-                _write_flushed(producer, topic, partition, count)
+            write = partial(_write_flushed, producer, topic)
 
             def probes() -> set[int]:
                 """The lookups (numbered from 1) whose fetches past the end reached the cluster."""
