@@ -106,14 +106,21 @@ def free_loopback_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _accepts_connections(host_port: str) -> bool:
-    """Cheap TCP check, so kafka-python is not asked (and does not log errors) before the port is up."""
-    host, port = host_port.rsplit(":", 1)
-    try:
-        socket.create_connection((host, int(port)), timeout=0.5).close()
-    except OSError:
-        return False
-    return True
+def _connection_error(bootstrap_servers: str) -> OSError | None:
+    """The TCP failure if no bootstrap server accepts a connection, else None. Cheap, and checked before a
+    kafka-python client is built: kafka-python 3.0 starts a client's network thread before its bootstrap and leaves it
+    running when the bootstrap fails in the constructor (a thread and a few descriptors per failed attempt)."""
+    error: OSError | None = None
+    for server in bootstrap_servers.split(","):
+        host, colon, port = server.strip().rpartition(":")
+        host, port = (host, port) if colon else (port, "9092")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=0.5).close()
+        except OSError as exc:
+            error = exc
+        else:
+            return None
+    return error
 
 
 def _metadata_error(bootstrap_servers: str, timeout_s: float) -> Exception | None:
@@ -146,7 +153,8 @@ def wait_for_broker(bootstrap_servers: str, timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         remaining = deadline - time.monotonic()
-        error = _metadata_error(bootstrap_servers, min(max(remaining, 0.1), 2.0))
+        error = (_connection_error(bootstrap_servers)
+                 or _metadata_error(bootstrap_servers, min(max(remaining, 0.1), 2.0)))
         if error is None:
             return
         if time.monotonic() >= deadline:
@@ -227,7 +235,7 @@ class EmbeddedBroker:
                 self._proc = None
                 return False
             bootstrap = self.bootstrap_servers
-            if _accepts_connections(bootstrap) and _metadata_error(bootstrap, 1.0) is None:
+            if _connection_error(bootstrap) is None and _metadata_error(bootstrap, 1.0) is None:
                 return True
             time.sleep(0.05)
         self.stop()

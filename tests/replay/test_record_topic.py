@@ -89,11 +89,14 @@ def test_an_unwritable_output_exits_1_before_any_broker_is_asked(tmp_path: Path,
 
 def test_an_unreachable_broker_exits_1_saying_what_to_do(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     address = f"127.0.0.1:{free_loopback_port()}"
+    threads_before = set(threading.enumerate())
     assert main(["record", "--topic", "t", "--output", str(tmp_path / "r.jsonl"), "--bootstrap-servers", address,
                  "--connect-timeout", "0.5"]) == 1
     err = capsys.readouterr().err
     assert f"cannot reach a Kafka broker at {address} within 0.5 s" in err
     assert "--bootstrap-servers" in err
+    # No kafka-python client was built to find that out: a failed one would leave its network thread running.
+    assert [thread.name for thread in set(threading.enumerate()) - threads_before] == []
 
 
 @pytest.mark.kafka

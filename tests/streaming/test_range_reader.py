@@ -22,6 +22,14 @@ from tests.gateway.three_node_proxy import ThreeNodeProxy
 pytestmark = pytest.mark.kafka
 
 
+@pytest.fixture(autouse=True)
+def _no_cached_readers() -> Iterator[None]:
+    """The readers this process cached (one per partition, as in a Spark worker) closed after each test: their
+    network threads would otherwise go on reconnecting to a broker the test stopped."""
+    yield
+    kafka_source.close_readers()
+
+
 def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
     try:
