@@ -106,10 +106,24 @@ def free_loopback_port() -> int:
         return int(sock.getsockname()[1])
 
 
+class Consumer(KafkaConsumer):  # type: ignore[misc]  # kafka-python ships no types
+    """kafka-python's consumer, whose network thread stops when its constructor fails. kafka-python 3.0 starts the
+    thread before the bootstrap and leaves it running when the bootstrap raises: a thread and ~4 descriptors per
+    failed attempt, which a Spark worker's retried tasks, or a probe's retries, pile up while a broker is away."""
+
+    def __init__(self, *topics: str, **configs: Any) -> None:
+        try:
+            super().__init__(*topics, **configs)
+        except BaseException:
+            network = getattr(self, "_net", None)  # kafka-python 3.0's event loop, started in the constructor
+            if network is not None:
+                network.stop(timeout_ms=1000)
+            raise
+
+
 def _connection_error(bootstrap_servers: str) -> OSError | None:
-    """The TCP failure if no bootstrap server accepts a connection, else None. Cheap, and checked before a
-    kafka-python client is built: kafka-python 3.0 starts a client's network thread before its bootstrap and leaves it
-    running when the bootstrap fails in the constructor (a thread and a few descriptors per failed attempt)."""
+    """The TCP failure if no bootstrap server accepts a connection, else None: cheap, so that kafka-python is not
+    asked (and does not log errors) before a port is up."""
     error: OSError | None = None
     for server in bootstrap_servers.split(","):
         host, colon, port = server.strip().rpartition(":")
@@ -127,7 +141,7 @@ def _metadata_error(bootstrap_servers: str, timeout_s: float) -> Exception | Non
     """Try one metadata round-trip; return the failure, or None if the broker answered."""
     timeout_ms = max(int(timeout_s * 1000), 100)
     try:
-        consumer = KafkaConsumer(
+        consumer = Consumer(
             bootstrap_servers=bootstrap_servers,
             bootstrap_timeout_ms=timeout_ms,
             request_timeout_ms=max(timeout_ms, 1000),
@@ -428,8 +442,8 @@ class EndOffsetLookups:
 def read_compacted(bootstrap_servers: str, topic: str, client_id: str, timeout_s: float = 30.0) -> dict[str, Any]:
     """The latest value (JSON) of every key of a compacted topic, read to its end (a tombstone removes the key);
     TimeoutError when that takes longer than `timeout_s`."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, client_id=client_id, enable_auto_commit=False,
-                             group_id=None)
+    consumer = Consumer(bootstrap_servers=bootstrap_servers, client_id=client_id, enable_auto_commit=False,
+                        group_id=None)
     try:
         ends = log_end_offsets(consumer, topic)
         latest: dict[str, Any] = {}

@@ -57,7 +57,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from . import task_metrics
-from .broker import FETCH_MAX_WAIT_MS, READER_FETCH_MAX_WAIT_MS, EndOffsetLookups
+from .broker import FETCH_MAX_WAIT_MS, READER_FETCH_MAX_WAIT_MS, Consumer, EndOffsetLookups
 from .file_source import SCHEMA, source_batch
 from .worker_heap import freeze_long_lived_objects
 
@@ -133,7 +133,7 @@ METADATA_REFRESH_S = 5.0
 
 def _consumer(bootstrap_servers: str, client_id: str, fetch_max_wait_ms: int, **settings: int) -> KafkaConsumer:
     """A group-less, non-committing consumer: positions are driven only by Spark's offsets."""
-    return KafkaConsumer(
+    return Consumer(
         bootstrap_servers=bootstrap_servers,
         client_id=client_id,
         group_id=None,

@@ -28,12 +28,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
-from kafka import KafkaConsumer, TopicPartition
+from kafka import TopicPartition
 
 from coordinator_state import Watermark, to_json, tombstone
 from coordinator_state.envelope import API, TIMESTAMP_MS
 
-from .broker import READER_FETCH_MAX_WAIT_MS, log_end_offsets, wait_for_broker
+from .broker import READER_FETCH_MAX_WAIT_MS, Consumer, log_end_offsets, wait_for_broker
 from .traffic_file import late_requests_note
 
 Progress = Callable[[Counter[str], int], None]
@@ -122,7 +122,7 @@ class TopicRecorder:
     def __init__(self, bootstrap_servers: str, topic: str, *, from_beginning: bool, lateness_ms: int) -> None:
         self.topic = topic
         self.lateness_ms = lateness_ms  # for counting the late requests written (`late_requests`)
-        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, client_id="coordinator-record",
+        self.consumer = Consumer(bootstrap_servers=bootstrap_servers, client_id="coordinator-record",
                                       group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
                                       fetch_max_wait_ms=READER_FETCH_MAX_WAIT_MS)
         try:

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 from kafka import KafkaProducer
+from kafka.errors import KafkaError
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from coordinator_job import kafka_source
-from coordinator_job.broker import EmbeddedBroker, create_topics
+from coordinator_job.broker import Consumer, EmbeddedBroker, create_topics, free_loopback_port
 from coordinator_job.kafka_source import KafkaOffsetRange, KafkaRanges, RangeReadTimeout, read_offset_range, read_ranges
 from coordinator_lab.fetch_cost import fill
 from tests.gateway.three_node_proxy import ThreeNodeProxy
@@ -94,6 +95,15 @@ def test_a_task_sends_every_range_s_first_fetch_before_it_reads_the_first(
         rows = [row for batch in [first, *batches] for row in batch.to_pylist()]
     assert [(row["partition"], row["offset"], row["value"]) for row in rows] == [
         (partition, offset, f"{partition}-{offset}".encode()) for partition in range(3) for offset in range(2, 9)]
+
+
+def test_a_consumer_that_cannot_bootstrap_leaves_no_thread_behind() -> None:
+    """A worker retries a task whose reader found no broker: each failed reader must not leave its network thread."""
+    threads_before = set(threading.enumerate())
+    for _ in range(3):
+        with pytest.raises(KafkaError):
+            Consumer(bootstrap_servers=f"127.0.0.1:{free_loopback_port()}", bootstrap_timeout_ms=200)
+    assert [thread.name for thread in set(threading.enumerate()) - threads_before] == []
 
 
 @pytest.fixture
