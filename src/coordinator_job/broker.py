@@ -138,7 +138,10 @@ def _connection_error(bootstrap_servers: str) -> OSError | None:
 
 
 def _metadata_error(bootstrap_servers: str, timeout_s: float) -> Exception | None:
-    """Try one metadata round-trip; return the failure, or None if the broker answered."""
+    """Try a TCP connection, then one metadata round-trip; return the failure, or None if the broker answered."""
+    refused = _connection_error(bootstrap_servers)
+    if refused is not None:
+        return refused
     timeout_ms = max(int(timeout_s * 1000), 100)
     try:
         consumer = Consumer(
@@ -167,8 +170,7 @@ def wait_for_broker(bootstrap_servers: str, timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         remaining = deadline - time.monotonic()
-        error = (_connection_error(bootstrap_servers)
-                 or _metadata_error(bootstrap_servers, min(max(remaining, 0.1), 2.0)))
+        error = _metadata_error(bootstrap_servers, min(max(remaining, 0.1), 2.0))
         if error is None:
             return
         if time.monotonic() >= deadline:
@@ -249,7 +251,7 @@ class EmbeddedBroker:
                 self._proc = None
                 return False
             bootstrap = self.bootstrap_servers
-            if _connection_error(bootstrap) is None and _metadata_error(bootstrap, 1.0) is None:
+            if _metadata_error(bootstrap, 1.0) is None:
                 return True
             time.sleep(0.05)
         self.stop()

@@ -123,8 +123,8 @@ class TopicRecorder:
         self.topic = topic
         self.lateness_ms = lateness_ms  # for counting the late requests written (`late_requests`)
         self.consumer = Consumer(bootstrap_servers=bootstrap_servers, client_id="coordinator-record",
-                                      group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
-                                      fetch_max_wait_ms=READER_FETCH_MAX_WAIT_MS)
+                                 group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
+                                 fetch_max_wait_ms=READER_FETCH_MAX_WAIT_MS)
         try:
             self._position(from_beginning)
         except BaseException:
