@@ -372,16 +372,30 @@ def _high_watermarks(consumer: KafkaConsumer, fetch_from: Mapping[TopicPartition
                      timeout_s: float) -> dict[TopicPartition, int]:
     """The high watermark of each partition's fetch from the given offset (OffsetOutOfRangeError where the broker
     refuses one: the consumer resets nothing)."""
-    consumer.unsubscribe()  # drop per-partition state, including stale high watermarks
+    deadline = time.monotonic() + timeout_s
+    _forget_fetches(consumer, deadline)
     consumer.assign(list(fetch_from))
     for tp, offset in fetch_from.items():
         consumer.seek(tp, offset)
-    deadline = time.monotonic() + timeout_s
     while any(consumer.highwater(tp) is None for tp in fetch_from):
         if time.monotonic() > deadline:
             raise TimeoutError(f"no fetch response for {sorted(fetch_from)} within {timeout_s:.0f}s")
         consumer.poll(timeout_ms=FETCH_MAX_WAIT_MS)
     return {tp: consumer.highwater(tp) for tp in fetch_from}
+
+
+def _forget_fetches(consumer: KafkaConsumer, deadline: float) -> None:
+    """Unassign every partition, then wait for the fetches in flight and drop their answers, and the ones buffered,
+    unread. kafka-python takes an answer for the fetch a partition awaits whenever it was sent from the partition's
+    position, and a poll that waits for one partition's answer sends another fetch for the partitions already
+    answered: without this, a lookup from the same offsets as the last (nothing new since, or the test's) could take
+    the last lookup's spare answer, its high watermark one lookup old."""
+    consumer.unsubscribe()  # an answer for a partition not assigned is dropped, with its high watermark
+    while consumer._fetcher.in_flight_fetches():  # kafka-python's private fetcher: no public way to ask
+        if time.monotonic() > deadline:
+            raise TimeoutError("fetches sent earlier went unanswered")
+        consumer.poll(timeout_ms=FETCH_MAX_WAIT_MS)
+    consumer.poll(timeout_ms=0)
 
 
 # Offsets are 64-bit: a fetch from here is past the end of any log.
@@ -424,10 +438,7 @@ class EndOffsetLookups:
     def _past_end(self, consumer: KafkaConsumer) -> dict[str, int] | None:
         assert self.latest is not None
         tps = [TopicPartition(self.topic, int(p)) for p in self.latest]
-        # Each lookup from an offset of its own: kafka-python takes a fetch's answer for the partition's while it was
-        # sent from the partition's current position, so an answer to an earlier lookup's fetch still in flight (it
-        # fetches again while it waits for another node) would pass for this one's, its high watermark a micro-batch
-        # old.
+        # Each lookup from an offset of its own, so that a broker's request log (or a test's proxy) tells them apart.
         self._probes += 1
         past_end = PAST_ANY_END + self._probes % PAST_ANY_END
         try:
