@@ -428,10 +428,13 @@ def read_offset_range(part: KafkaOffsetRange) -> Iterator[pa.RecordBatch]:
         raise
 
 
-def close_readers() -> None:
-    """Close this process's cached readers (a measurement's, between its runs)."""
+def close_clients() -> None:
+    """Close this process's cached readers and sink producers (a measurement's between its runs, a test's after it):
+    their network threads would otherwise go on reconnecting to a broker that is gone."""
     for key in list(_READERS):
         _drop_client(_READERS, key)
+    for bootstrap_servers in list(_WRITERS):
+        _drop_client(_WRITERS, bootstrap_servers)
 
 
 def read_ranges(task: KafkaRanges) -> Iterator[pa.RecordBatch]:

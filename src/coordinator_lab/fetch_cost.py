@@ -203,7 +203,7 @@ def read_path_under_load(steps: Sequence[int], partitions: int, rate: float, lin
                 stop.set()
                 load.join()
                 planner.close()
-                kafka_source.close_readers()
+                kafka_source.close_clients()
             row = {"batches": step, "micro_batches": micro_batches, "records_read_per_s": round(records / wall_s),
                    "broker_cores": round(broker_s / wall_s, 2),
                    "broker_ms_per_micro_batch": round(1000 * broker_s / micro_batches),

@@ -31,6 +31,7 @@ from coordinator_job.kafka_source import (
     ReaderOptions,
     SinkColumns,
     cap_offsets,
+    close_clients,
     pack_ranges,
     planner_consumer,
     produce_batches,
@@ -178,7 +179,7 @@ def test_batch_write_to_two_topics_partitions_by_murmur2(
 @pytest.fixture(scope="module")
 def placement(kafka_bootstrap: str) -> Iterator[tuple[str, str, KafkaProducer, KafkaConsumer]]:
     """A topic of 5 partitions for the sink, one for kafka-python's producer with its default partitioner, that
-    producer, and a consumer."""
+    producer, and a consumer; the sink's producer, cached in this process as in a Spark worker, closed at the end."""
     sink_topic, reference_topic = (f"placement-{name}.{uuid.uuid4().hex[:8]}" for name in ("sink", "reference"))
     create_topics(kafka_bootstrap, [(sink_topic, 5, False), (reference_topic, 5, False)])
     producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks=1)
@@ -186,6 +187,7 @@ def placement(kafka_bootstrap: str) -> Iterator[tuple[str, str, KafkaProducer, K
     yield sink_topic, reference_topic, producer, consumer
     producer.close()
     consumer.close()
+    close_clients()
 
 
 @settings(max_examples=10, deadline=None)

@@ -25,10 +25,9 @@ pytestmark = pytest.mark.kafka
 
 @pytest.fixture(autouse=True)
 def _no_cached_readers() -> Iterator[None]:
-    """The readers this process cached (one per partition, as in a Spark worker) closed after each test: their
-    network threads would otherwise go on reconnecting to a broker the test stopped."""
+    """The readers this process cached (one per partition, as in a Spark worker) closed after each test."""
     yield
-    kafka_source.close_readers()
+    kafka_source.close_clients()
 
 
 def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
