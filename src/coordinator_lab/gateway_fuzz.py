@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import socket
 import subprocess
 import sys
@@ -44,7 +45,7 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.protocol.api_key import ApiKey
 
 from chaos_harness.real_consumer import ConsumerProcess
-from coordinator_job.broker import broker_or_embedded, create_topics, free_loopback_port
+from coordinator_job.broker import broker_or_embedded, create_topics
 from kafka_gateway.apis import GROUP_APIS, request_class
 from kafka_gateway.codec import body_to_message
 
@@ -226,41 +227,47 @@ def rss_mib(pid: int) -> float | None:
     return None
 
 
-def _free_port_and_the_next() -> int:
-    """A free loopback port whose next one is free too: the gateway listens on both (bootstrap, then broker 0).
-    A port the kernel just gave out says nothing of the next one, which an outgoing connection may hold."""
-    while True:
-        port = free_loopback_port()
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe, contextlib.suppress(OSError):
-            probe.bind(("127.0.0.1", port + 1))
-            return port
+LISTENER_LINE = re.compile(r"gateway listener \S+ on [^\s:]+:(?P<bootstrap>\d+) .* ports (?P<broker>\d+)\.\.")
+"""The gateway's log line once it listens: its bootstrap port and its first broker port."""
 
 
 class GatewayProcess:
-    """`coordinator gateway --engine local` on a free loopback port, its log in a file."""
+    """`coordinator gateway --engine local` on the kernel's free loopback ports, its log in a file. A port chosen
+    before the gateway starts could be taken before it binds it, and the one after it (its first broker port) too:
+    the gateway picks them and says which in its log."""
 
-    def __init__(self, bootstrap: str, settings: Sequence[str] = ()) -> None:
-        self.port = _free_port_and_the_next()
-        self.address = f"127.0.0.1:{self.port}"
-        self.log_path = Path(tempfile.mkstemp(prefix="gateway-fuzz-", suffix=".log")[1])
-        command = [sys.executable, "-m", "coordinator_cli", "gateway", "--listen", self.address,
-                   "--bootstrap-servers", bootstrap, "--engine", "local", "--status-interval", "5"]
+    def __init__(self, bootstrap: str, settings: Sequence[str] = (), status_interval_s: float = 5) -> None:
+        self.port = 0
+        self.first_broker_port = 0
+        self.log_path = Path(tempfile.mkstemp(prefix="gateway-", suffix=".log")[1])
+        command = [sys.executable, "-m", "coordinator_cli", "gateway", "--listen", "127.0.0.1:0",
+                   "--bootstrap-servers", bootstrap, "--engine", "local", "--status-interval", str(status_interval_s)]
         for setting in settings:
             command += ["--set", setting]
         self._log = self.log_path.open("w")
         self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT,
                                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
 
+    @property
+    def address(self) -> str:
+        if not self.port:
+            raise RuntimeError("the gateway's port is known once wait_ready returned")
+        return f"127.0.0.1:{self.port}"
+
     def wait_ready(self, timeout_s: float = 60) -> None:
+        """Until the gateway's log says where it listens and it answers ApiVersions there."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the gateway exited with {self.process.returncode}: {self.log()[-2000:]}")
-            with contextlib.suppress(OSError):
-                if api_versions_answered(self.address):
-                    return
+            listening = LISTENER_LINE.search(self.log())
+            if listening:
+                self.port, self.first_broker_port = int(listening["bootstrap"]), int(listening["broker"])
+                with contextlib.suppress(OSError):
+                    if api_versions_answered(self.address):
+                        return
             time.sleep(0.2)
-        raise TimeoutError(f"the gateway did not answer within {timeout_s} s")
+        raise TimeoutError(f"the gateway did not answer within {timeout_s} s: {self.log()[-2000:]}")
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")

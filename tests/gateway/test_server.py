@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
@@ -13,8 +9,8 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.protocol.api_key import ApiKey
 
-from coordinator_job.broker import EmbeddedBroker, create_topics, free_loopback_port
-from coordinator_lab.gateway_fuzz import run_fuzz
+from coordinator_job.broker import EmbeddedBroker, create_topics
+from coordinator_lab.gateway_fuzz import GatewayProcess, run_fuzz
 from kafka_gateway.runner import BackgroundGateway, GatewayOptions, host_port
 
 from .wire import RawClient
@@ -71,29 +67,20 @@ def test_a_consumer_and_a_producer_without_a_group_go_through_the_gateway(kafka_
 
 
 def test_the_gateway_command_serves_and_stops_cleanly_on_sigterm(kafka_bootstrap: str) -> None:
-    port = free_loopback_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "coordinator_cli", "gateway", "--listen", f"127.0.0.1:{port}", "--bootstrap-servers",
-         kafka_bootstrap, "--engine", "local", "--status-interval", "0.5"],
-        stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(["src", "."])})
+    gateway = GatewayProcess(kafka_bootstrap, status_interval_s=0.5)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                client = RawClient(f"127.0.0.1:{port}")
-                break
-            except OSError:
-                assert process.poll() is None and time.monotonic() < deadline, "the gateway did not start"
-                time.sleep(0.1)
-        # The embedded broker's one node, at the port after the bootstrap port.
-        assert client.call(ApiKey.FindCoordinator, 2, {"key": "g", "key_type": 0})["port"] == port + 1
+        gateway.wait_ready(timeout_s=30)
+        client = RawClient(gateway.address)
+        # The embedded broker's one node, at the first broker port: the port after the bootstrap port.
+        assert gateway.first_broker_port == gateway.port + 1
+        assert client.call(ApiKey.FindCoordinator, 2, {"key": "g", "key_type": 0})["port"] == gateway.first_broker_port
         client.close()
         time.sleep(1.2)
-        process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=30)
     finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 0, stderr
-    assert "gateway: connections=" in stderr and "local=1" in stderr
-    assert "gateway stopped:" in stderr
+        returncode = gateway.stop()  # SIGTERM
+    log = gateway.log()
+    gateway.log_path.unlink()
+    assert returncode == 0, log
+    # Answered by the gateway itself: the readiness check's ApiVersions and the FindCoordinator.
+    assert "gateway: connections=" in log and "local=2" in log
+    assert "gateway stopped:" in log
