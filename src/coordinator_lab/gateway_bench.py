@@ -24,8 +24,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
-import subprocess
 import sys
 import time
 import uuid
@@ -39,6 +37,7 @@ from chaos_harness.gateway_stack import ENGINES, GatewayStack, gateway_stack, ge
 from chaos_harness.real_consumer import ConsumerProcess
 from coordinator_job.broker import broker_or_embedded
 
+from .gateway_fuzz import GatewayProcess
 from .measuring import command_parser
 
 LIBRARIES = ("kafka-python", "confluent")
@@ -112,27 +111,13 @@ def measure_group(stack: GatewayStack, bootstrap: str, library: str,
 @contextlib.contextmanager
 def gateway_process(bootstrap: str) -> Iterator[str]:
     """A gateway in a process of its own (as in production), so the bench's own work does not slow it."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen([sys.executable, "-m", "kafka_gateway", "--listen", f"127.0.0.1:{port}",
-                                "--bootstrap-servers", bootstrap, "--engine", "local", "--status-interval", "0"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    gateway = GatewayProcess(bootstrap, status_interval_s=0)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the gateway process did not start") from None
-                time.sleep(0.1)
-        yield f"127.0.0.1:{port}"
+        gateway.wait_ready(timeout_s=30)
+        yield gateway.address
     finally:
-        process.terminate()
-        process.wait(30)
+        gateway.stop()
+        gateway.log_path.unlink(missing_ok=True)
 
 
 def measure_data_path(address: str, topic: str, records: int, library: str) -> float:
