@@ -14,6 +14,7 @@ from coordinator_cli import main
 from coordinator_job.broker import create_topics, free_loopback_port
 from coordinator_job.record import Fetched, PartitionMerge, TopicRecorder, record_line
 from coordinator_state import SIMULATION_EPOCH_MS
+from tests.kafka_threads import kafka_network_threads_since
 from tests.replay.builder import TrafficRecord, produce
 
 
@@ -96,8 +97,7 @@ def test_an_unreachable_broker_exits_1_saying_what_to_do(tmp_path: Path, capsys:
     assert f"cannot reach a Kafka broker at {address} within 0.5 s" in err
     assert "--bootstrap-servers" in err
     # No kafka-python client was built to find that out: a failed one would leave its network thread running.
-    assert [thread.name for thread in set(threading.enumerate()) - threads_before
-            if thread.name.startswith("kafka-io-")] == []  # kafka-python's network threads
+    assert kafka_network_threads_since(threads_before) == []
 
 
 @pytest.mark.kafka

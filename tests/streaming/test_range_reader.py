@@ -19,6 +19,7 @@ from coordinator_job.broker import Consumer, EmbeddedBroker, create_topics, free
 from coordinator_job.kafka_source import KafkaOffsetRange, KafkaRanges, RangeReadTimeout, read_offset_range, read_ranges
 from coordinator_lab.fetch_cost import fill
 from tests.gateway.three_node_proxy import ThreeNodeProxy
+from tests.kafka_threads import kafka_network_threads_since
 
 pytestmark = pytest.mark.kafka
 
@@ -102,8 +103,7 @@ def test_a_consumer_that_cannot_bootstrap_leaves_no_thread_behind() -> None:
     for _ in range(3):
         with pytest.raises(KafkaError):
             Consumer(bootstrap_servers=f"127.0.0.1:{free_loopback_port()}", bootstrap_timeout_ms=200)
-    assert [thread.name for thread in set(threading.enumerate()) - threads_before
-            if thread.name.startswith("kafka-io-")] == []  # kafka-python's network threads
+    assert kafka_network_threads_since(threads_before) == []
 
 
 @pytest.fixture
