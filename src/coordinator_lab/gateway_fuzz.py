@@ -260,9 +260,9 @@ class GatewayProcess:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the gateway exited with {self.process.returncode}: {self.log()[-2000:]}")
-            listening = LISTENER_LINE.search(self.log())
-            if listening:
+            if not self.port and (listening := LISTENER_LINE.search(self.log())):
                 self.port, self.first_broker_port = int(listening["bootstrap"]), int(listening["broker"])
+            if self.port:
                 with contextlib.suppress(OSError):
                     if api_versions_answered(self.address):
                         return
