@@ -1,4 +1,5 @@
-"""Shared pytest fixtures: a Kafka-compatible broker, a local Spark session, unique topic names."""
+"""Shared pytest fixtures: Apache Kafka 4.4 (one node, or three), the Tansu fallback, a local Spark session, unique
+topic names."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from pyspark.sql import SparkSession
 from coordinator_job.broker import EmbeddedBroker, wait_for_broker
 from coordinator_job.settings import load_settings
 from coordinator_job.spark_session import build_session
+from kafka_jvm.build import missing_tools
+from kafka_jvm.cluster import KafkaCluster
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Its assertions are the tests' own: rewritten (before a test module imports it) to explain a failure.
@@ -26,36 +29,45 @@ settings.register_profile("shared-machine", deadline=None)
 settings.load_profile("shared-machine")
 
 
-def _docker_engine_answers() -> bool:
-    """True if a Docker engine responds to a ping within a couple of seconds."""
-    try:
-        import docker
-
-        docker.from_env(timeout=2).ping()
-    except Exception:
-        return False
-    return True
+# What the tests' Apache Kafka differs in from Kafka's defaults: no wait before a new group's first rebalance.
+TEST_BROKER_PROPERTIES = {"group.initial.rebalance.delay.ms": "0", "group.streams.initial.rebalance.delay.ms": "0"}
 
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> Iterator[str]:
     """Bootstrap servers of a broker for the whole session.
 
-    ``$KAFKA_BOOTSTRAP_SERVERS`` if set, else a testcontainers Kafka if Docker is usable, else the
-    embedded Tansu broker.
+    ``$KAFKA_BOOTSTRAP_SERVERS`` if set, else Apache Kafka 4.4 (a KRaft node of this machine, built from jvm/ with
+    Maven) where Java and Maven are present, else the embedded Tansu broker (``COORDINATOR_TEST_BROKER=tansu``
+    chooses it).
     """
     external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if external:
         wait_for_broker(external, timeout_s=30)
         yield external
-    elif _docker_engine_answers():
-        from testcontainers.community.kafka import KafkaContainer
-
-        with KafkaContainer() as kafka:
-            yield kafka.get_bootstrap_server()
+    elif os.environ.get("COORDINATOR_TEST_BROKER") != "tansu" and not missing_tools():
+        with KafkaCluster(1, TEST_BROKER_PROPERTIES) as cluster:
+            yield cluster.bootstrap_servers
     else:
         with EmbeddedBroker() as broker:
             yield broker.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def tansu_bootstrap() -> Iterator[str]:
+    """The embedded Tansu broker: the fallback of a machine without Maven, kept working by a smoke test."""
+    with EmbeddedBroker() as broker:
+        yield broker.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster3() -> Iterator[KafkaCluster]:
+    """Apache Kafka 4.4 as three KRaft nodes (skips the test where Java or Maven is missing)."""
+    missing = missing_tools()
+    if missing:
+        pytest.skip("Apache Kafka cannot run here: missing " + "; ".join(missing))
+    with KafkaCluster(3, TEST_BROKER_PROPERTIES) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")
