@@ -1,4 +1,4 @@
-"""`coordinator chaos --clients kafka-python|confluent|mixed`: the chaos scenarios with real client processes.
+"""`coordinator chaos --clients kafka-python|confluent|java|mixed`: the chaos scenarios with real client processes.
 
 Real consumers (the `real_consumer` processes) read a topic a producer keeps filling, through a gateway
 in front of the in-process engine (`--engine sim`, the default: the engine on the wall clock) or of the
@@ -35,14 +35,14 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
 from .gateway_stack import GatewayStack, gateway_stack, generation, read_group
-from .real_consumer import ConsumerProcess, missing_library
+from .real_consumer import LIBRARIES, ConsumerProcess, missing_library
 from .run import write_report
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 SCENARIOS = ("rolling-bounce", "crash", "crash-longer-than-session", "duplicate-instance")
-CLIENTS = ("kafka-python", "confluent", "mixed")
+CLIENTS = (*LIBRARIES, "mixed")  # mixed: the libraries in turn
 RECORDS_PER_S = 50
 # Per engine: the clients' session (Kafka's default with the streaming job, whose timer-decided answers come
 # lateness + a tick + micro-batches late), how long a bounced member stays down, the time between bounces.
@@ -65,8 +65,9 @@ class RealChaos:
                              "not a run")
         if membership != "static" and scenario == "duplicate-instance":
             raise ValueError("duplicate-instance needs static members")
-        if clients != "kafka-python" and (missing := missing_library("confluent")):
-            raise ValueError(missing)
+        for library in LIBRARIES if clients == "mixed" else (clients,):
+            if missing := missing_library(library):
+                raise ValueError(missing)
         unknown = set(timings or {}) - set(TIMINGS[engine])
         if unknown:
             raise ValueError(f"unknown timings {sorted(unknown)}: expected {sorted(TIMINGS[engine])}")
@@ -167,7 +168,7 @@ class RealChaos:
 
     def _library(self, index: int) -> str:
         if self.clients == "mixed":
-            return ("kafka-python", "confluent")[index % 2]
+            return LIBRARIES[index % len(LIBRARIES)]
         return self.clients
 
     def _instance(self, index: int) -> str | None:
@@ -286,7 +287,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     local, spark = TIMINGS["local"], TIMINGS["spark"]
     parser.add_argument(
         "--clients", choices=CLIENTS,
-        help="run the scenario with real consumer processes (kafka-python, librdkafka or both) through "
+        help="run the scenario with real consumer processes (kafka-python, librdkafka, the Java client, or the "
+             "three in turn) through "
              "`coordinator gateway`, in real time, in front of the in-process engine (--engine sim) or the "
              f"streaming job (--engine spark); scenarios {', '.join(SCENARIOS)}; --set session_timeout_ms / "
              f"down_ms / interval_ms (defaults: sim {local['session_timeout_ms']} / {local['down_ms']} / "

@@ -1,14 +1,18 @@
-"""A real Kafka consumer process (kafka-python or librdkafka) that reports what it does as JSON lines.
+"""A real Kafka consumer process (kafka-python, librdkafka or the Java client) that reports what it does as JSON lines.
 
     python -m chaos_harness.real_consumer --library confluent --bootstrap-servers HOST:PORT --group G \\
         --topic T [--instance-id I] [--session-timeout-ms MS]
+
+The Java consumer (kafka-clients 4.4, the classic protocol) is jvm/'s coordinator.jvm.ChaosConsumer, with the same
+options and events; `ConsumerProcess("java", ...)` starts it.
 
 It subscribes to one topic, and in a loop polls, prints the records it got, and commits them
 synchronously. Every line on stdout is one event: `assigned` / `revoked` (partition lists), `records`
 ([partition, offset] pairs), `committed` ({partition: next offset}), `stopped`; each with `t` (wall
 clock, seconds) and `instance`. SIGTERM or SIGINT stops it after the current batch is committed, then
-the consumer is closed (neither library sends LeaveGroup for a static member). Used by the gateway's
-real-client tests, demo and chaos runs, which judge the group from these lines and from the coordinator.
+the consumer is closed (no library sends LeaveGroup for a static member; each does for a dynamic one). Used by
+the gateway's real-client tests, demo and chaos runs, which judge the group from these lines and from the
+coordinator. What a process writes on stderr (its library's log: the Java client's at WARN) is kept as its `log`.
 """
 
 from __future__ import annotations
@@ -24,7 +28,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
+
+from kafka_jvm.build import missing_tools
+
+LIBRARIES = ("kafka-python", "confluent", "java")
+JAVA_CONSUMER = "coordinator.jvm.ChaosConsumer"
+# A small client JVM that starts fast (C1 only: a bounced member is back within its session).
+JAVA_OPTIONS = ["-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
 
 
 def heartbeat_interval_ms(session_timeout_ms: int) -> int:
@@ -34,10 +45,13 @@ def heartbeat_interval_ms(session_timeout_ms: int) -> int:
 
 
 def missing_library(library: str) -> str | None:
-    """What to install when `library`'s client is missing (librdkafka's is an extra), None when it is there."""
+    """What to install when `library`'s client is missing (librdkafka's is an extra, the Java client needs Java and
+    Maven), None when it is there."""
     if library == "confluent" and importlib.util.find_spec("confluent_kafka") is None:
         return ("the librdkafka consumers need confluent-kafka, the `demo` extra: pip install "
                 "'spark-group-coordinator[demo]' (`./dev demo` and `./dev test` install it)")
+    if library == "java" and (missing := missing_tools()):
+        return "the Java consumers need " + "; ".join(missing)
     return None
 
 
@@ -65,7 +79,7 @@ def _run_kafka_python(args: argparse.Namespace, report: Reporter, stopping: list
     consumer = KafkaConsumer(
         bootstrap_servers=args.bootstrap_servers, group_id=args.group, group_instance_id=args.instance_id,
         client_id=args.client_id, session_timeout_ms=args.session_timeout_ms,
-        heartbeat_interval_ms=heartbeat_interval_ms(args.session_timeout_ms),
+        heartbeat_interval_ms=args.heartbeat_interval_ms,
         max_poll_interval_ms=args.rebalance_timeout_ms,
         enable_auto_commit=False, auto_offset_reset="earliest")
     consumer.subscribe([args.topic], listener=Listener())
@@ -89,7 +103,7 @@ def _run_confluent(args: argparse.Namespace, report: Reporter, stopping: list[bo
     config = {
         "bootstrap.servers": args.bootstrap_servers, "group.id": args.group, "client.id": args.client_id,
         "session.timeout.ms": args.session_timeout_ms,
-        "heartbeat.interval.ms": heartbeat_interval_ms(args.session_timeout_ms),
+        "heartbeat.interval.ms": args.heartbeat_interval_ms,
         "max.poll.interval.ms": args.rebalance_timeout_ms, "enable.auto.commit": False,
         "auto.offset.reset": "earliest", "partition.assignment.strategy": "range",
     }
@@ -131,7 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--client-id", default="real-consumer")
     parser.add_argument("--session-timeout-ms", type=int, default=10_000)
     parser.add_argument("--rebalance-timeout-ms", type=int, default=20_000, help="max.poll.interval.ms")
+    parser.add_argument("--heartbeat-interval-ms", type=int,
+                        help="heartbeat.interval.ms (default: heartbeat_interval_ms of the session)")
     args = parser.parse_args(argv)
+    if args.heartbeat_interval_ms is None:
+        args.heartbeat_interval_ms = heartbeat_interval_ms(args.session_timeout_ms)
     report = Reporter(args.instance_id)
     stopping = [False]
 
@@ -152,7 +170,8 @@ if __name__ == "__main__":
 
 
 class ConsumerProcess:
-    """The parent's handle on one real consumer process: its events as they come, stop, kill."""
+    """The parent's handle on one real consumer process (`library` one of LIBRARIES): its events as they come, its
+    log, stop, kill."""
 
     def __init__(self, library: str, bootstrap_servers: str, group: str, topic: str, instance_id: str | None = None,
                  *, session_timeout_ms: int = 10_000, rebalance_timeout_ms: int = 20_000,
@@ -160,20 +179,32 @@ class ConsumerProcess:
         if missing := missing_library(library):  # said here: the child's failure would only show as silence
             raise RuntimeError(missing)
         self.library, self.instance_id = library, instance_id
-        command = [sys.executable, "-m", "chaos_harness.real_consumer", "--library", library,
-                   "--bootstrap-servers", bootstrap_servers, "--group", group, "--topic", topic,
+        options = ["--bootstrap-servers", bootstrap_servers, "--group", group, "--topic", topic,
                    "--client-id", client_id, "--session-timeout-ms", str(session_timeout_ms),
-                   "--rebalance-timeout-ms", str(rebalance_timeout_ms)]
+                   "--rebalance-timeout-ms", str(rebalance_timeout_ms),
+                   "--heartbeat-interval-ms", str(heartbeat_interval_ms(session_timeout_ms))]
         if instance_id is not None:
-            command += ["--instance-id", instance_id]
+            options += ["--instance-id", instance_id]
         self.started = time.time()
         self.stop_requested: float | None = None  # wall clock, seconds
         self.events: list[dict[str, Any]] = []
+        self.log: list[str] = []  # stderr, a line each
         self._changed = threading.Condition()
-        self._process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        if library == "java":
+            from kafka_jvm.cluster import run_java  # here: the Python consumer processes import this module
+
+            self._process = cast("subprocess.Popen[str]", run_java(
+                JAVA_CONSUMER, *options, jvm_options=JAVA_OPTIONS, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        else:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "chaos_harness.real_consumer", "--library", library, *options],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
         self._reader = threading.Thread(target=self._read, name=f"consumer-{instance_id}", daemon=True)
         self._reader.start()
+        self._log_reader = threading.Thread(target=self._read_log, name=f"consumer-log-{instance_id}", daemon=True)
+        self._log_reader.start()
 
     def _read(self) -> None:
         assert self._process.stdout is not None
@@ -185,6 +216,11 @@ class ConsumerProcess:
                     self._changed.notify_all()
         with self._changed:
             self._changed.notify_all()
+
+    def _read_log(self) -> None:
+        assert self._process.stderr is not None
+        for line in self._process.stderr:
+            self.log.append(line.rstrip("\n"))
 
     def wait_for(self, predicate: Callable[[list[dict[str, Any]]], bool], timeout_s: float) -> bool:
         """Waits until `predicate(events)` holds (True) or the time is up or the process ended (False)."""
@@ -228,3 +264,4 @@ class ConsumerProcess:
             self._process.kill()
         self._process.wait(30)
         self._reader.join(5)
+        self._log_reader.join(5)

@@ -1,10 +1,10 @@
 """`coordinator run --demo --demo-clients real`: real Kafka consumers through the gateway, bounced one by one.
 
-Unmodified consumers, kafka-python and librdkafka processes alternately, each with its group.instance.id,
-read a topic that a producer keeps filling, through a gateway in front of the job. Once the group is
-stable, one member after the other is stopped (SIGTERM: it commits what it read and closes, without
-LeaveGroup) and started again at once, well inside its session. With static membership the coordinator
-keeps the group as it is: every restarted member gets its partitions back, resumes from its committed
+Unmodified consumers, kafka-python, librdkafka and (where Java and Maven are present) Java client processes in
+turn, each with its group.instance.id, read a topic that a producer keeps filling, through a gateway in front of
+the job. Once the group is stable, one member after the other is stopped (SIGTERM: it commits what it read and
+closes, without LeaveGroup) and started again at once, well inside its session. With static membership the
+coordinator keeps the group as it is: every restarted member gets its partitions back, resumes from its committed
 offsets, and nobody else is revoked (0 rebalances). At `stop` the bouncing ends first and the group is
 given time to settle (every member assigned, every record read), so the verdict means something.
 """
@@ -24,9 +24,8 @@ from kafka.admin import NewTopic
 
 from kafka_gateway.runner import BackgroundGateway, loopback_gateway
 
-from .real_consumer import ConsumerProcess
+from .real_consumer import LIBRARIES, ConsumerProcess, missing_library
 
-LIBRARIES = ("kafka-python", "confluent")
 SESSION_TIMEOUT_MS = 20_000  # the job answers timer-decided rebalances seconds late: generous sessions
 REBALANCE_TIMEOUT_MS = 30_000
 BOUNCE_INTERVAL_S = 8.0
@@ -69,6 +68,7 @@ class RealConsumerDemo:
         suffix = secrets.token_hex(4)
         self.group, self.topic = f"demo-real-{suffix}", f"demo-real-{suffix}.data"
         self.partitions = 2 * members
+        self.libraries = [library for library in LIBRARIES if missing_library(library) is None]
         self.gateway: BackgroundGateway | None = None
         self._final_counters: dict[str, int] = {}
         self._state = _State()
@@ -174,7 +174,7 @@ class RealConsumerDemo:
                 self.gateway.stop()
 
     def _member(self, index: int) -> ConsumerProcess:
-        library = LIBRARIES[index % len(LIBRARIES)]
+        library = self.libraries[index % len(self.libraries)]
         return ConsumerProcess(library, self.gateway.address if self.gateway else "", self.group, self.topic,
                                f"demo-{index}", session_timeout_ms=SESSION_TIMEOUT_MS,
                                rebalance_timeout_ms=REBALANCE_TIMEOUT_MS, client_id=f"demo-{library}-{index}")
