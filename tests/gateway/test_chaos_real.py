@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from chaos_harness.real_chaos import RealChaos
-from chaos_harness.real_consumer import heartbeat_interval_ms
+from chaos_harness.real_consumer import heartbeat_interval_ms, missing_library
 
 
 def run_chaos(kafka_bootstrap: str, tmp_path: Path, *argv: str) -> dict[str, object]:
@@ -63,3 +63,11 @@ def test_real_client_runs_take_kafkas_default_session_with_the_streaming_job_and
 @pytest.mark.parametrize(("session_ms", "heartbeat_ms"), [(3_000, 600), (10_000, 2_000), (45_000, 3_000)])
 def test_real_consumers_heartbeat_a_fifth_of_the_session_at_most_every_3_s(session_ms: int, heartbeat_ms: int) -> None:
     assert heartbeat_interval_ms(session_ms) == heartbeat_ms
+
+
+def test_java_consumers_say_that_java_and_maven_are_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    missing = missing_library("java")
+    assert missing is not None and "Java 17+" in missing and "Maven" in missing, missing
+    with pytest.raises(ValueError, match="Java"):
+        RealChaos(None, "rolling-bounce", "mixed", 3)
