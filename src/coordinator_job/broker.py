@@ -65,6 +65,12 @@ FETCH_MAX_WAIT_MS = 5
 #   holds up to ~2x10^5 on a busy 2-core machine.
 READER_FETCH_MAX_WAIT_MS = 500
 
+# The settings of a consumer that looks log ends up more than once (log_end_offsets, EndOffsetLookups): a lookup reads
+# each partition's high watermark from a fetch answer, and an incremental fetch session (KIP-227; Apache Kafka has
+# them, Tansu not) leaves the partitions with nothing new out of its answers, so a second lookup of an idle partition
+# waited for an answer that never named it.
+END_LOOKUP_SETTINGS = {"enable_incremental_fetch_sessions": False}
+
 # kafka-python is untyped: its base error, as what it is for the type checker.
 BROKER_ERROR: type[Exception] = KafkaError
 

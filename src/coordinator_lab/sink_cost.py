@@ -49,6 +49,7 @@ from pyspark.sql.worker.plan_data_source_read import records_to_arrow_batches
 
 from coordinator_job import kafka_source, task_metrics
 from coordinator_job.broker import (
+    END_LOOKUP_SETTINGS,
     FETCH_MAX_WAIT_MS,
     READER_FETCH_MAX_WAIT_MS,
     create_topics,
@@ -200,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         create_topics(bootstrap, [(topic, args.partitions, False)])
         batches = responses(topic, args.records, args.value_bytes)
         planner = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                                fetch_max_wait_ms=FETCH_MAX_WAIT_MS)
+                                fetch_max_wait_ms=FETCH_MAX_WAIT_MS, **END_LOOKUP_SETTINGS)
         results: dict[str, list[dict[str, float]]] = {"sink": [], "source": [], "rdkafka": []}
 
         def round_trip(profile: bool) -> tuple[dict[str, float], dict[str, float]]:
