@@ -26,9 +26,11 @@ record (the output is complete then), and reports the instances' client log warn
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import secrets
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -41,23 +43,27 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic, OffsetSpec
 
 from kafka_gateway.errors import GatewayError
+from kafka_jvm.build import JvmUnavailable, missing_tools
+from kafka_jvm.cluster import KafkaCluster, KafkaStartError
 
 from .gateway_stack import GatewayStack, gateway_stack
+from .run import write_report
 from .streams_group import Movements, describe, ownership, settled
 from .streams_process import StreamsProcess, log_warnings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+CLIENTS = ("kafka-streams",)
 SCENARIOS = ("rolling-bounce", "crash", "crash-longer-than-session")
 COORDINATORS = ("gateway", "broker")
 KEYS = tuple(f"key-{n:02d}" for n in range(12))
 RECORDS_PER_S = 100
 STORE = "counts"  # StreamsCounter's store: its topics are <application id>-counts-repartition and -changelog
 # Per engine: the streams group's session and heartbeat interval (the coordinator's settings, PROTOCOL.md section 10).
-# A static instance's restart (a JVM start, then its join) must fit in its session.
+# A static instance's restart (a JVM start, then its join) must fit in its session: 5-10 s on a loaded 2-core machine.
 TIMINGS: dict[str, dict[str, int]] = {
-    "local": {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 500},
+    "local": {"session_timeout_ms": 20_000, "heartbeat_interval_ms": 500},
     "spark": {"session_timeout_ms": 45_000, "heartbeat_interval_ms": 5_000},
 }
 SETTLE_LIMIT_S = 60.0  # beyond the session: how long a group may take to form or settle
@@ -403,3 +409,48 @@ def _counts_by_key(bootstrap_servers: str, topic: str, partitions: int) -> dict[
     finally:
         consumer.close()
     return counts
+
+
+# The broker `coordinator chaos --clients kafka-streams` starts when given none: Kafka's defaults, but no initial delay
+# (the engine's is set to 0 too) and group settings short enough for the run's timings (a run straight at it).
+BROKER_PROPERTIES = {"group.initial.rebalance.delay.ms": "0", "group.streams.initial.rebalance.delay.ms": "0",
+                     "group.streams.min.session.timeout.ms": "1000", "group.streams.min.heartbeat.interval.ms": "100"}
+
+
+def main(args: argparse.Namespace) -> int:
+    """`coordinator chaos --group-type streams --clients kafka-streams`: 0 when the run completed, 2 for a run that
+    cannot be, 1 if it failed."""
+    def refuse(reason: str) -> int:
+        print(f"coordinator chaos --clients kafka-streams: {reason}", file=sys.stderr)
+        return 2
+
+    if args.group_type != "streams" or args.clients not in CLIENTS:
+        return refuse("Kafka Streams instances form a streams group: --group-type streams --clients kafka-streams")
+    if args.membership not in ("static", "dynamic") or args.scenario not in SCENARIOS or args.plot:
+        return refuse(f"--static or --dynamic, scenarios {', '.join(SCENARIOS)}, no --plot")
+    if missing := missing_tools():
+        return refuse("Kafka Streams needs " + "; ".join(missing))
+    engine = "spark" if args.engine == "spark" else "local"
+    timings: dict[str, int] = {}
+    for item in args.overrides:
+        key, sep, value = item.partition("=")
+        if not sep or key not in TIMINGS[engine] or not value.isdigit():
+            return refuse(f"--set {item!r}: expected one of {sorted(TIMINGS[engine])}=N")
+        timings[key] = int(value)
+    try:
+        with contextlib.ExitStack() as stack:
+            bootstrap = args.bootstrap_servers or \
+                stack.enter_context(KafkaCluster(1, BROKER_PROPERTIES)).bootstrap_servers
+            report = RealStreamsChaos(bootstrap, args.scenario, args.members, membership=args.membership,
+                                      engine=engine, timings=timings).run()
+    except ValueError as exc:
+        return refuse(str(exc))
+    except (TimeoutError, OSError, RuntimeError, JvmUnavailable, KafkaStartError) as exc:
+        print(f"coordinator chaos --clients kafka-streams: the run failed: {exc}", file=sys.stderr)
+        return 1
+    write_report(report, args.report)
+    print(f"{report['scenario']} of {report['members']} {report['membership']} Kafka Streams instances: "
+          f"{report['group_epoch_bumps']} group epoch bumps, {report['task_movements']} task movements, "
+          f"{report['keys_exact']} of {report['keys']} counts exact, lost {report['keys_lost']}, "
+          f"final {report['final']}", file=sys.stderr)
+    return 0
