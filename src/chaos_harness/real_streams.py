@@ -390,16 +390,11 @@ def _read(bootstrap_servers: str, ranges: Mapping[TopicPartition, tuple[int, int
 def _counts_by_key(bootstrap_servers: str, topic: str, partitions: int) -> dict[str, list[str]]:
     """The output topic: each key's counts in the order written (a key's records share a partition)."""
     parts = [TopicPartition(topic, p) for p in range(partitions)]
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
-                             client_id="chaos-streams-reader")
-    try:
-        ends = consumer.end_offsets(parts)
-    finally:
-        consumer.close()
     counts: dict[str, list[str]] = {}
     consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
                              client_id="chaos-streams-reader")
     try:
+        ends = consumer.end_offsets(parts)
         consumer.assign(parts)
         consumer.seek_to_beginning(*parts)
         deadline = time.monotonic() + 30
