@@ -344,13 +344,15 @@ class RealStreamsChaos:
             "final": {"settled": settled_at_end, "group_state": final["group_state"],
                       "group_epoch": final["group_epoch"], "assignment_epoch": final["assignment_epoch"],
                       "members": len(final["members"] or [])},
-            "gateway_errors": self._gateway_errors(),
+            "gateway": self._gateway_figures(),
             "client_warnings": log_warnings(p.directory for p in self.current),
             "timeline": self.timeline,
         }
 
-    def _gateway_errors(self) -> dict[str, dict[str, int]]:
-        """The error codes the gateway answered, per API (none for a run straight at a broker)."""
+    def _gateway_figures(self) -> dict[str, Any]:
+        """What the gateway saw of the clients (none for a run straight at a broker): the error codes it answered,
+        per API; connections it closed, by reason (a request it does not serve, a frame it cannot read...); the
+        internal topics it created and failed to; coordinator timeouts."""
         if self._gateway is None:
             return {}
         server = self._gateway.gateway.server
@@ -361,7 +363,11 @@ class RealStreamsChaos:
             api, sep, code = key.partition("_error_")
             if sep:
                 errors.setdefault(api, {})[code] = count
-        return errors
+        return {"errors": errors,
+                "connections_closed_for": {key.removeprefix("closed_"): count for key, count in sorted(counters.items())
+                                           if key.startswith("closed_")},
+                **{key: counters[key] for key in ("internal_topics_created", "internal_topic_errors",
+                                                  "coordinator_timeouts")}}
 
 
 def _read(bootstrap_servers: str, ranges: Mapping[TopicPartition, tuple[int, int]]) -> Iterator[tuple[int, str]]:

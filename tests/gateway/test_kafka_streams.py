@@ -35,6 +35,10 @@ def run(kafka_bootstrap: str, scenario: str, membership: str, timings: dict[str,
     print(json.dumps({k: v for k, v in report.items() if k != "timeline"}, indent=1))
     print("timeline:", json.dumps(report["timeline"]))
     assert report["final"]["settled"] and report["final"]["members"] == INSTANCES, report["final"]
+    if coordinator == "gateway":  # every request served, the repartition and changelog topics created once each
+        assert report["gateway"]["connections_closed_for"] == {}
+        assert report["gateway"]["coordinator_timeouts"] == report["gateway"]["internal_topic_errors"] == 0
+        assert report["gateway"]["internal_topics_created"] == 2
     return report
 
 
