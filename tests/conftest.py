@@ -29,8 +29,12 @@ settings.register_profile("shared-machine", deadline=None)
 settings.load_profile("shared-machine")
 
 
-# What the tests' Apache Kafka differs in from Kafka's defaults: no wait before a new group's first rebalance.
-TEST_BROKER_PROPERTIES = {"group.initial.rebalance.delay.ms": "0", "group.streams.initial.rebalance.delay.ms": "0"}
+# What the tests' Apache Kafka differs in from Kafka's defaults: no wait before a new group's first rebalance; and
+# lower bounds that let a test give its streams group the short session and heartbeat interval the engine runs with
+# (group configs `streams.session.timeout.ms` / `streams.heartbeat.interval.ms`; the defaults stay Kafka's).
+TEST_BROKER_PROPERTIES = {"group.initial.rebalance.delay.ms": "0", "group.streams.initial.rebalance.delay.ms": "0",
+                          "group.streams.min.session.timeout.ms": "1000",
+                          "group.streams.min.heartbeat.interval.ms": "100"}
 
 
 @pytest.fixture(scope="session")

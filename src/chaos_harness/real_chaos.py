@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
+from . import real_streams
 from .gateway_stack import GatewayStack, gateway_stack, generation, read_group
 from .real_consumer import LIBRARIES, ConsumerProcess, missing_library
 from .run import write_report
@@ -286,7 +287,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The flag that turns `coordinator chaos` to real clients."""
     local, spark = TIMINGS["local"], TIMINGS["spark"]
     parser.add_argument(
-        "--clients", choices=CLIENTS,
+        "--clients", choices=(*CLIENTS, *real_streams.CLIENTS),
         help="run the scenario with real consumer processes (kafka-python, librdkafka, the Java client, or the "
              "three in turn) through "
              "`coordinator gateway`, in real time, in front of the in-process engine (--engine sim) or the "
@@ -298,15 +299,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              "settling; a crash longer than the session the session and two rebalances on top of the forming; "
              "a duplicate instance about as long as a rolling bounce. Measured on a loaded 2-core machine with 3 "
              "members: 16 s each with sim; with spark 3.5-4.5 min each, Spark's start and the job's first "
-             "micro-batch (1-2 min) included")
+             "micro-batch (1-2 min) included. kafka-streams (with --group-type streams): Kafka Streams 4.4 "
+             "instances (jvm/'s StreamsCounter, group.protocol=streams) counting by key through a repartition "
+             "topic, one input partition each (e.g. --members 3); scenarios rolling-bounce, crash; --set "
+             "session_timeout_ms / heartbeat_interval_ms of the streams group; on Apache Kafka 4.4 started for the "
+             "run unless --bootstrap-servers; the report adds group epoch bumps, task movements and the counts "
+             "checked record by record (chaos_harness.real_streams)")
 
 
 def main(args: argparse.Namespace) -> int:
     """`coordinator chaos --clients ...`: 0 when the run completed, 2 for a run that cannot be, 1 if it failed."""
-    if args.group_type != "classic":
-        print("coordinator chaos --clients: real clients are consumers (classic groups); run --group-type streams "
-              "without --clients (the library's Kafka Streams members)", file=sys.stderr)
-        return 2
+    if args.group_type == "streams" or args.clients in real_streams.CLIENTS:
+        return real_streams.main(args)
     engine = "spark" if args.engine == "spark" else "local"
     timings: dict[str, int] = {}
     for item in args.overrides:

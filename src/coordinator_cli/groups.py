@@ -342,12 +342,10 @@ class RunningJob(Administration):
         return read_compacted(self.bootstrap, topic, CLI_CLIENT_ID, self.timeout_ms / 1000)
 
     def _log_end_offsets(self, topics: Iterable[str]) -> dict[tuple[str, int], int]:
-        from kafka import KafkaConsumer
+        from coordinator_job.broker import Consumer, log_end_offsets
 
-        from coordinator_job.broker import log_end_offsets
-
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id=CLI_CLIENT_ID,
-                                 enable_auto_commit=False, group_id=None)
+        consumer = Consumer(bootstrap_servers=self.bootstrap, client_id=CLI_CLIENT_ID, enable_auto_commit=False,
+                            group_id=None)
         try:
             existing = consumer.topics()  # a topic the broker does not have has no log end offset (-)
             ends = {}

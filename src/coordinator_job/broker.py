@@ -65,10 +65,10 @@ FETCH_MAX_WAIT_MS = 5
 #   holds up to ~2x10^5 on a busy 2-core machine.
 READER_FETCH_MAX_WAIT_MS = 500
 
-# The settings of a consumer that looks log ends up more than once (log_end_offsets, EndOffsetLookups): a lookup reads
-# each partition's high watermark from a fetch answer, and an incremental fetch session (KIP-227; Apache Kafka has
-# them, Tansu not) leaves the partitions with nothing new out of its answers, so a second lookup of an idle partition
-# waited for an answer that never named it.
+# What a consumer that looks log ends up needs (log_end_offsets, EndOffsetLookups): a lookup reads each partition's high
+# watermark from a fetch answer, and an incremental fetch session (KIP-227; Apache Kafka has them, Tansu not) leaves the
+# partitions with nothing new out of its answers, so a second lookup of an idle partition waited for an answer that
+# never named it. Sessionless fetches are answered for every partition they name.
 END_LOOKUP_SETTINGS = {"enable_incremental_fetch_sessions": False}
 
 # kafka-python is untyped: its base error, as what it is for the type checker.
@@ -117,6 +117,9 @@ class Consumer(KafkaConsumer):  # type: ignore[misc]  # kafka-python ships no ty
     failed attempt, which a Spark worker's retried tasks, or a probe's retries, pile up while a broker is away."""
 
     def __init__(self, *topics: str, **configs: Any) -> None:
+        # The job's consumers each read one partition or a few: a fetch session saves them nothing, and lookups need
+        # sessionless fetches (END_LOOKUP_SETTINGS).
+        configs = {**END_LOOKUP_SETTINGS, **configs}
         try:
             super().__init__(*topics, **configs)
         except BaseException:
@@ -341,6 +344,9 @@ def log_end_offsets(consumer: KafkaConsumer, topic: str, timeout_s: float = 30.0
     truncated log) gives way to the broker's: the fetch's high watermark, or a new lookup where the broker refuses
     the fetch (OffsetOutOfRange).
     """
+    if consumer.config.get("enable_incremental_fetch_sessions", True):
+        raise ValueError("a consumer that looks log ends up needs sessionless fetches: build it with "
+                         "broker.END_LOOKUP_SETTINGS (or as broker.Consumer)")
     if refresh_metadata:
         consumer.topics()  # forces a metadata refresh, so partitions added since last time are seen
     tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]

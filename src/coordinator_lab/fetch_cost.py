@@ -44,6 +44,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from coordinator_job.broker import (
     READER_FETCH_MAX_WAIT_MS,
+    Consumer,
     EmbeddedBroker,
     EndOffsetLookups,
     create_topics,
@@ -67,7 +68,7 @@ SETTINGS: dict[str, dict[str, int]] = {
 
 def fill(broker: EmbeddedBroker, topic: str, partition: int, batches: int, record_bytes: int = 200) -> tuple[int, int]:
     """Appends one-record batches to the partition until it holds at least `batches`: (batches, log end offset)."""
-    planner = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, fetch_max_wait_ms=5)
+    planner = Consumer(bootstrap_servers=broker.bootstrap_servers, fetch_max_wait_ms=5)
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks=1)
     try:
         end = log_end_offsets(planner, topic)[str(partition)]

@@ -119,8 +119,9 @@ class PortMapping(Unit):
             raise MalformedFrame("FindCoordinator coordinator_keys is null")
         if key_type == KEY_TYPE_GROUP:
             node_id = self._coordinator_node()
-            where = {"error_code": 0, "error_message": None, "node_id": node_id, "host": self.scheme.host,
-                     "port": self.scheme.port_of(node_id)}
+            # Kafka's message with error 0: Errors.NONE.message() ("NONE") up to v3, the field's default ("") after.
+            where = {"error_code": 0, "error_message": "NONE" if request.version < 4 else "", "node_id": node_id,
+                     "host": self.scheme.host, "port": self.scheme.port_of(node_id)}
         else:
             where = {"error_code": INVALID_REQUEST, "node_id": -1, "host": "", "port": -1,
                      "error_message": f"coordinator key type {key_type} is not served by this gateway"}

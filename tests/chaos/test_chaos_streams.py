@@ -148,6 +148,9 @@ def test_random_streams_groups_keep_the_invariants(members: int, membership: str
     assert report["final"]["consistent"], report["final"]
 
 
-def test_real_consumer_processes_are_refused_for_a_streams_group(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["chaos", "--group-type", "streams", "--clients", "kafka-python"]) == 2
-    assert "without --clients" in capsys.readouterr().err
+def test_real_consumer_processes_are_refused_for_a_streams_group_and_kafka_streams_for_a_classic_one(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for refused in (["--group-type", "streams", "--clients", "kafka-python"], ["--clients", "kafka-streams"],
+                    ["--group-type", "streams", "--clients", "kafka-streams", "--scenario", "duplicate-instance"]):
+        assert main(["chaos", *refused]) == 2
+        assert "coordinator chaos --clients kafka-streams: " in capsys.readouterr().err

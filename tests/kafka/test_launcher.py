@@ -77,13 +77,14 @@ def test_three_nodes_lead_partitions_each_and_survive_a_node_killed_and_restarte
 
 
 def test_stop_leaves_no_kafka_process() -> None:
-    before = _kafka_pids()
     cluster = KafkaCluster(1).start()
-    started = _kafka_pids() - before
-    assert len(started) == 1
+    [node] = cluster.nodes
+    assert node.process is not None
+    pid = node.process.pid
+    assert pid in _kafka_pids()
     cluster.stop()
     assert not cluster.work_dir.exists()
-    assert not (_kafka_pids() & started)
+    assert pid not in _kafka_pids()
 
 
 def test_a_node_dies_with_the_process_that_started_it() -> None:

@@ -22,7 +22,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from coordinator_cli import main
-from coordinator_job.broker import log_end_offsets
+from coordinator_job.broker import Consumer, log_end_offsets
 from coordinator_job.live_job import ensure_topics, start_query
 from coordinator_job.replay import ReplayResult, offset_tombstone, replay_local, replay_spark, tombstone
 from coordinator_job.settings import APPLY_IN_PANDAS_WITH_STATE, STATEFUL_OPERATORS, TRANSFORM_WITH_STATE, load_settings
@@ -178,7 +178,7 @@ class TopicTail:
         self.topic = topic
         self.records: list[Record] = []
         self._consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-        self._probe = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)  # for the end offsets
+        self._probe = Consumer(bootstrap_servers=bootstrap, enable_auto_commit=False)  # for the end offsets
         partitions = [TopicPartition(topic, int(p)) for p in log_end_offsets(self._probe, topic)]
         self._consumer.assign(partitions)
         self._consumer.seek_to_beginning(*partitions)

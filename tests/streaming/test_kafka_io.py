@@ -22,7 +22,7 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadMaxRows
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-from coordinator_job.broker import EndOffsetLookups, create_topics, log_end_offsets
+from coordinator_job.broker import Consumer, EndOffsetLookups, create_topics, log_end_offsets
 from coordinator_job.kafka_source import (
     FetchBudget,
     KafkaDataSource,
@@ -182,7 +182,7 @@ def placement(kafka_bootstrap: str) -> Iterator[tuple[str, str, KafkaProducer, K
     sink_topic, reference_topic = (f"placement-{name}.{uuid.uuid4().hex[:8]}" for name in ("sink", "reference"))
     create_topics(kafka_bootstrap, [(sink_topic, 5, False), (reference_topic, 5, False)])
     producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks=1)
-    consumer = KafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=None, enable_auto_commit=False)
+    consumer = Consumer(bootstrap_servers=kafka_bootstrap, group_id=None, enable_auto_commit=False)
     yield sink_topic, reference_topic, producer, consumer
     producer.close()
     consumer.close()
