@@ -5,6 +5,8 @@ one such test."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pyspark.sql import SparkSession
 
@@ -17,6 +19,7 @@ def test_a_rolling_bounce_of_real_static_consumers_through_the_streaming_job_cos
         spark: SparkSession, kafka_bootstrap: str) -> None:
     chaos = RealChaos(kafka_bootstrap, "rolling-bounce", "mixed", 3, engine="spark", spark=spark)
     report = chaos.run()
+    print(json.dumps(report))  # the whole timeline, shown when an assertion fails
     # Kafka's default session: the job answers a micro-batch or more late.
     assert report["session_timeout_ms"] == 45_000
     # Each member stopped (committing, no LeaveGroup) and started again: the same generation, nobody revoked,
