@@ -1,11 +1,8 @@
-"""End to end: real consumers of the three libraries (kafka-python, librdkafka, the Java client) through the gateway
-to the streaming job (the request and response topics), in real time: the chaos harness's rolling bounce
-(`coordinator chaos --clients mixed --engine spark`), in the tests' Spark session. Slow (a Spark query), so there is
-one such test."""
+"""End to end: real consumers of both libraries through the gateway to the streaming job (the request and
+response topics), in real time: the chaos harness's rolling bounce (`coordinator chaos --clients mixed
+--engine spark`), in the tests' Spark session. Slow (a Spark query), so there is one such test."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 from pyspark.sql import SparkSession
@@ -17,9 +14,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 def test_a_rolling_bounce_of_real_static_consumers_through_the_streaming_job_costs_no_rebalance(
         spark: SparkSession, kafka_bootstrap: str) -> None:
-    chaos = RealChaos(kafka_bootstrap, "rolling-bounce", "mixed", 3, engine="spark", spark=spark)
+    chaos = RealChaos(kafka_bootstrap, "rolling-bounce", "mixed", 2, engine="spark", spark=spark)
     report = chaos.run()
-    print(json.dumps(report))  # the whole timeline, shown when an assertion fails
     # Kafka's default session: the job answers a micro-batch or more late.
     assert report["session_timeout_ms"] == 45_000
     # Each member stopped (committing, no LeaveGroup) and started again: the same generation, nobody revoked,
@@ -29,11 +25,11 @@ def test_a_rolling_bounce_of_real_static_consumers_through_the_streaming_job_cos
     assert report["records_read"] == report["records_produced"] > 0, report
     assert report["records_processed_twice"] == 0, report
     bounced = [e["member"] for e in report["timeline"] if e["kind"] == "stop"]
-    assert bounced == [0, 1, 2]
+    assert bounced == [0, 1]
     # Read back through the gateway: ListGroups from the snapshot topic, DescribeGroups through the job.
     final = dict(report["final"])
     assert final.pop("generation_id") >= 1, final
-    assert final == {"settled": True, "listed": True, "state": "Stable", "members": 3,
-                     "instance_ids": [f"{chaos.group}-{index}" for index in range(3)]}, final
+    assert final == {"settled": True, "listed": True, "state": "Stable", "members": 2,
+                     "instance_ids": [f"{chaos.group}-0", f"{chaos.group}-1"]}, final
     assert {"JoinGroup", "SyncGroup", "OffsetCommit", "OffsetFetch"} <= set(report["latency_ms"])
     assert report["job"]["failures"] == [] and report["job"]["batches"] > 0
