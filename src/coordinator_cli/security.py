@@ -53,10 +53,15 @@ def _file(explicit: str | None, config: str | None, key: str, default: Path) -> 
 
 # ---- coordinator users -----------------------------------------------------------------------------------
 
-def add_users_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--users-file", metavar="FILE",
+def _users_file_arguments(parser: argparse.ArgumentParser, default: str | None) -> None:
+    parser.add_argument("--users-file", metavar="FILE", default=default,
                         help=f"the users file (default: {USERS_FILE_KEY} of --config, else {DEFAULT_USERS_FILE})")
-    parser.add_argument("--config", metavar="FILE", help="the gateway's configuration file (properties)")
+    parser.add_argument("--config", metavar="FILE", default=default,
+                        help="the gateway's configuration file (properties)")
+
+
+def add_users_arguments(parser: argparse.ArgumentParser) -> None:
+    _users_file_arguments(parser, default=None)
     actions = parser.add_subparsers(dest="users_action", required=True, metavar="ACTION")
     add = actions.add_parser("add", help="store a SCRAM credential for a user (the password is read from stdin)",
                              description="Reads the password from the first line of standard input and stores its "
@@ -70,7 +75,11 @@ def add_users_arguments(parser: argparse.ArgumentParser) -> None:
     remove.add_argument("name", metavar="NAME")
     remove.add_argument("--mechanism", choices=[m.value for m in ScramMechanism],
                         help="remove only this mechanism's credential (default: all of the user's)")
-    actions.add_parser("list", help="list users and mechanisms (no keys)")
+    listing = actions.add_parser("list", help="list users and mechanisms (no keys)")
+    # The files may also follow the action (`users add NAME --users-file F`, as PROTOCOL.md writes it);
+    # suppressed when absent, so that an action's parse does not overwrite the value given before it.
+    for action in (add, remove, listing):
+        _users_file_arguments(action, default=argparse.SUPPRESS)
 
 
 def users_main(args: argparse.Namespace) -> int:

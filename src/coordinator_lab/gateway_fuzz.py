@@ -3,6 +3,7 @@
     python -m coordinator_lab.gateway_fuzz --embedded                       # 10,000 frames, 48 writers
     python -m coordinator_lab.gateway_fuzz --embedded --frames 50000 --seed 7 --json
     python -m coordinator_lab.gateway_fuzz --embedded --duration 300       # the soak: 5 minutes of it
+    python -m coordinator_lab.gateway_fuzz --embedded --frames 50000 --writers 150   # the memory bound's run
 
 The gateway runs as its own process (`coordinator gateway --engine local`, its memory measured alone) in front
 of a broker (`--embedded`: one of its own, as hostile frames of proxied APIs reach it). Frames come from a
@@ -15,7 +16,9 @@ one connection; every `--burst-every` frames `--burst` connections open at once.
 Meanwhile, through the gateway: a librdkafka consumer process (a static member) reads a topic a kafka-python
 producer writes to, and a kafka-python admin client lists and describes groups. Printed: frames sent, the gateway's
 resident memory (before, peak, after; sampled every 0.5 s), tracebacks in its log, whether it still answers, the
-records the consumer lost or saw twice, and the admin client's answers, failures and slowest answer.
+records the consumer lost or saw twice, and the admin client's answers, failures and slowest answer; and the
+memory curve by frames sent (RSS every `--rss-every` frames, and its growth over the last half of the run: with
+a bounded gateway it is flat there, whatever came before).
 With `--duration`, the soak: hostile frames go on until that many seconds have passed, whatever their number, and
 the gateway's memory and the clients' answers are printed over time as well.
 """
@@ -36,7 +39,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -307,6 +310,32 @@ class FuzzCounts:
     connections: int = 0
     refused: int = 0  # connections the gateway did not accept (a burst's backlog full, for instance)
     closed_by_gateway: int = 0
+    on_frames: Callable[[int], None] = lambda frames: None  # told the number of frames sent each time it grows
+
+    def sent(self, frames: int) -> None:
+        self.frames += frames
+        self.on_frames(self.frames)
+
+
+class RssByFrames:
+    """The gateway's resident memory each time another `every` frames have been sent: the memory curve by load,
+    whatever the pace (a curve over time mixes in how fast the frames went)."""
+
+    def __init__(self, pid: int, every: int) -> None:
+        self.pid, self.every = pid, every
+        self.curve: list[tuple[int, float | None]] = []
+        self._next = 0
+
+    def __call__(self, frames: int) -> None:
+        if frames >= self._next:
+            self.curve.append((frames, rss_mib(self.pid)))
+            self._next = (frames // self.every + 1) * self.every
+
+    def finish(self, frames: int) -> None:
+        """The last point, once every frame was sent and handled (it replaces one taken at the same count)."""
+        if self.curve and self.curve[-1][0] == frames:
+            self.curve.pop()
+        self.curve.append((frames, rss_mib(self.pid)))
 
 
 async def _hostile_connection(port: int, frames: list[bytes], rng: random.Random, counts: FuzzCounts) -> None:
@@ -316,7 +345,7 @@ async def _hostile_connection(port: int, frames: list[bytes], rng: random.Random
         counts.refused += 1
         return
     counts.connections += 1
-    counts.frames += len(frames)
+    counts.sent(len(frames))
     payload = b"".join(frames)
     try:
         if rng.random() < 0.1:  # a slow writer: a few bytes at a time
@@ -483,12 +512,22 @@ class FuzzReport:
     admin_errors: list[str]
     status_line: str
     progress: list[Progress] = field(default_factory=list)  # every 5 s
+    rss_by_frames: list[tuple[int, float | None]] = field(default_factory=list)  # (frames sent, RSS MiB)
 
     @property
     def rss_growth_mib(self) -> float | None:
         if self.rss_before_mib is None or self.rss_peak_mib is None:
             return None
         return self.rss_peak_mib - self.rss_before_mib
+
+    @property
+    def rss_growth_last_half_mib(self) -> float | None:
+        """RSS at the end of the load minus RSS half-way through it (by frames sent)."""
+        known = [(frames, rss) for frames, rss in self.rss_by_frames if rss is not None]
+        if len(known) < 2:
+            return None
+        half = next(rss for frames, rss in known if frames >= known[-1][0] / 2)
+        return known[-1][1] - half
 
     def lines(self) -> list[str]:
         def mib(value: float | None) -> str:
@@ -508,8 +547,18 @@ class FuzzReport:
             *(f"  admin client failure: {error}" for error in self.admin_errors),
             f"gateway status: {self.status_line}",
             *self._progress_lines(),
+            *self._rss_curve_lines(),
             *self.traceback_samples,
         ]
+
+    def _rss_curve_lines(self) -> list[str]:
+        if not self.rss_by_frames:
+            return []
+        last_half = self.rss_growth_last_half_mib
+        return [f"gateway memory (RSS) by frames sent (growth over the last half: "
+                f"{'unknown' if last_half is None else f'{last_half:+.0f} MiB'}):",
+                *(f"  {frames:7d} frames  RSS {'unknown' if rss is None else f'{rss:.0f} MiB':>8}"
+                  for frames, rss in self.rss_by_frames)]
 
     def _progress_lines(self, rows: int = 20) -> list[str]:
         """About `rows` lines of the progress, evenly spaced, the last always in."""
@@ -535,9 +584,11 @@ def traceback_samples(log_text: str, limit: int = 3) -> list[str]:
 
 
 def run_fuzz(bootstrap: str, frames: int = 10_000, writers: int = 48, burst: int = 150, burst_every: int = 2_000,
-             seed: int = 20_240_610, settle_s: float = 3.0, duration_s: float | None = None) -> FuzzReport:
-    """Runs a gateway process in front of `bootstrap`, the bystanders, and the hostile load; the figures. With
-    `duration_s`, the load goes on for that long instead of stopping after `frames`."""
+             seed: int = 20_240_610, settle_s: float = 3.0, duration_s: float | None = None,
+             rss_every: int = 5_000) -> FuzzReport:
+    """Runs a gateway process in front of `bootstrap`, the bystanders, and the hostile load; the figures (the RSS
+    every `rss_every` frames among them). With `duration_s`, the load goes on for that long instead of stopping
+    after `frames`."""
     suffix = uuid.uuid4().hex[:8]
     topic, group = f"fuzz-topic-{suffix}", f"fuzz-group-{suffix}"
     create_topics(bootstrap, [(topic, PARTITIONS, False)])
@@ -548,6 +599,7 @@ def run_fuzz(bootstrap: str, frames: int = 10_000, writers: int = 48, burst: int
     sampling = threading.Event()
     counts = FuzzCounts()
     progress: list[Progress] = []
+    rss_by_frames = RssByFrames(gateway.process.pid, rss_every)
 
     def sample() -> None:
         """The gateway's memory every 0.5 s; every 5 s a line with it and what the clients got so far."""
@@ -571,6 +623,8 @@ def run_fuzz(bootstrap: str, frames: int = 10_000, writers: int = 48, burst: int
         bystanders = Bystanders(gateway.address, topic, group).start()
         time.sleep(settle_s)  # clients connected and warm: the baseline
         rss_before = rss_mib(gateway.process.pid)
+        counts.on_frames = rss_by_frames
+        rss_by_frames(0)
         sampler = threading.Thread(target=sample, name="fuzz-rss", daemon=True)
         sampler.start()
         started = time.monotonic()
@@ -580,6 +634,7 @@ def run_fuzz(bootstrap: str, frames: int = 10_000, writers: int = 48, burst: int
         asyncio.run(_hostile_load(gateway.port, sys.maxsize if deadline else frames, writers, burst, burst_every, seed,
                                   counts, deadline))
         seconds = time.monotonic() - started
+        rss_by_frames.finish(counts.frames)
         log(f"fuzz: sent in {seconds:.1f} s; letting the bystanders run {settle_s} s more")
         time.sleep(settle_s)
         bystanders.stop()
@@ -613,7 +668,8 @@ def run_fuzz(bootstrap: str, frames: int = 10_000, writers: int = 48, burst: int
         records_duplicated=len(consumed) - len(set(consumed)), produce_failures=bystanders.produce_failures,
         admin_answers=bystanders.admin.answers, admin_failures=bystanders.admin.failures,
         admin_slowest_s=bystanders.admin.slowest_s, admin_errors=bystanders.admin.errors[:5],
-        status_line=status[-1] if status else "(no status line)", progress=progress)
+        status_line=status[-1] if status else "(no status line)", progress=progress,
+        rss_by_frames=rss_by_frames.curve)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -629,13 +685,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the soak: send hostile frames for this long (their number unbounded, --frames ignored) "
                              "and print memory and answers over time")
     parser.add_argument("--seed", type=int, default=20_240_610, help="the generator's seed; default %(default)s")
+    parser.add_argument("--rss-every", type=int, default=5_000, metavar="FRAMES",
+                        help="the gateway's RSS is taken each time this many more frames were sent; "
+                             "default %(default)s")
     parser.add_argument("--json", action="store_true", help="the figures as one JSON line on stdout")
     args = parser.parse_args(argv)
     with broker_or_embedded(args.bootstrap_servers) as bootstrap:
         report = run_fuzz(bootstrap, args.frames, args.writers, args.burst, args.burst_every, args.seed,
-                          duration_s=args.duration)
+                          duration_s=args.duration, rss_every=args.rss_every)
     if args.json:
-        print(json.dumps({**asdict(report), "rss_growth_mib": report.rss_growth_mib}))
+        print(json.dumps({**asdict(report), "rss_growth_mib": report.rss_growth_mib,
+                          "rss_growth_last_half_mib": report.rss_growth_last_half_mib}))
     else:
         print("\n".join(report.lines()))
     healthy = (report.tracebacks == 0 and report.gateway_answering and report.records_lost == 0

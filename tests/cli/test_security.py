@@ -42,6 +42,23 @@ def test_users_add_list_remove(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert code == 1 and "bob has no SCRAM credential" in err
 
 
+def test_users_file_may_follow_the_action_as_protocol_md_writes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    before, after = tmp_path / "before.users", tmp_path / "after.users"
+    assert users(monkeypatch, capsys, ["add", "bob", "--mechanism", "SCRAM-SHA-256", "--users-file", str(after)],
+                 "pw\n")[0] == 0
+    assert users(monkeypatch, capsys, ["--users-file", str(before), "add", "carol", "--mechanism", "SCRAM-SHA-512"],
+                 "pw\n")[0] == 0
+    assert users(monkeypatch, capsys, ["list", "--users-file", str(after)])[1] == "bob SCRAM-SHA-256 iterations=4096\n"
+    assert users(monkeypatch, capsys, ["--users-file", str(before), "list"])[1] == \
+        "carol SCRAM-SHA-512 iterations=4096\n"
+    assert users(monkeypatch, capsys, ["remove", "bob", "--users-file", str(after)])[0] == 0
+    assert read_users(after).credentials == {}
+    config = tmp_path / "gateway.properties"
+    config.write_text(f"coordinator.gateway.users.file = {before}\n")
+    assert users(monkeypatch, capsys, ["list", "--config", str(config)])[1] == "carol SCRAM-SHA-512 iterations=4096\n"
+
+
 @pytest.mark.parametrize("stdin, iterations, message", [
     ("\n", "4096", "the password is empty"),
     ("", "4096", "the password is empty"),

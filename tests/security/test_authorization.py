@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +15,9 @@ from kafka.protocol.metadata import find_coordinator, metadata
 from kafka.protocol.producer import produce
 
 from kafka_gateway.apis import response_class
+from kafka_gateway.chain import Port
 from kafka_gateway.codec import body_to_message, encode_response
+from kafka_gateway.gateway import Gateway
 from kafka_gateway.security.acl import (
     AccessControlEntry,
     AclBinding,
@@ -24,8 +27,21 @@ from kafka_gateway.security.acl import (
     Permission,
     ResourcePattern,
     ResourceType,
+    write_acls,
 )
 from kafka_gateway.security.authorization import Authorization
+from kafka_gateway.security.settings import AccessSettings, ListenerSecurity
+from kafka_gateway.security.units import Security
+from tests.gateway.wire import (
+    REPLY_TO,
+    T0,
+    UPSTREAM_VERSIONS,
+    decode_responses,
+    request,
+    response,
+    to_client,
+    to_upstream,
+)
 
 RESPONSES: dict[ApiKey, Any] = {
     ApiKey.FindCoordinator: find_coordinator.FindCoordinatorResponse,
@@ -244,6 +260,43 @@ def test_metadata_named_topics_and_all_topics() -> None:
     all_topics = {"brokers": [], "topics": [topic, {**topic, "name": "secret"}]}
     assert [t["name"] for t in auth.complete_answer(ApiKey.Metadata, 9, all_topics, everything.pending)["topics"]] \
         == ["t1"]
+
+
+def test_metadata_answers_carry_only_describable_topics_whatever_the_upstream_lists() -> None:
+    # Some brokers list every topic whatever was asked: each topic an answer carries is checked, not only those
+    # the request named. Alice may describe t1 and t2, not "secret".
+    auth, _ = alice()
+    topic = {"error_code": 0, "is_internal": False, "partitions": []}
+    listed_by_upstream = {"brokers": [], "topics": [{**topic, "name": name} for name in ("t1", "secret", "t2")]}
+    for version in (0, 1, 9, 12):
+        named_t1 = auth.authorize_request(ApiKey.Metadata, version, {"topics": [{"name": "t1"}]})
+        merged = encodes(ApiKey.Metadata, version,
+                         auth.complete_answer(ApiKey.Metadata, version, listed_by_upstream, named_t1.pending))
+        assert [(t["name"], t["error_code"]) for t in merged["topics"]] == [("t1", 0), ("t2", 0)], version
+        named_secret = auth.authorize_request(ApiKey.Metadata, version, {"topics": [{"name": "secret"}]})
+        merged = encodes(ApiKey.Metadata, version,
+                         auth.complete_answer(ApiKey.Metadata, version, listed_by_upstream, named_secret.pending))
+        assert [(t["name"], t["error_code"]) for t in merged["topics"]] == [("t1", 0), ("t2", 0), ("secret", 29)]
+
+
+def test_the_gateway_passes_on_no_topic_the_client_may_not_describe_from_an_upstream_that_lists_them_all(
+        tmp_path: Path) -> None:
+    acl_file = tmp_path / "acls"
+    write_acls(acl_file, [binding(ResourceType.TOPIC, "t1", Operation.DESCRIBE, principal="User:ANONYMOUS")])
+    security = Security.load(AccessSettings(acl_file=acl_file))
+    gateway = Gateway(Port("PLAINTEXT", None, security.units(ListenerSecurity("PLAINTEXT", "PLAINTEXT"))),
+                      UPSTREAM_VERSIONS, REPLY_TO)
+    connection = gateway.open("127.0.0.1")
+    asked = {"topics": [{"name": "t1"}], "allow_auto_topic_creation": False}
+    assert to_upstream(gateway.receive(connection, request(ApiKey.Metadata, 12, 5, asked), T0)) \
+        == request(ApiKey.Metadata, 12, 5, asked)
+    topic = {"error_code": 0, "topic_id": "00000000-0000-0000-0000-000000000001", "is_internal": False,
+             "partitions": []}
+    every_topic = {"brokers": [], "cluster_id": "c", "controller_id": 1,
+                   "topics": [{**topic, "name": name} for name in ("payroll", "t1", "audit")]}
+    answered = gateway.receive_upstream(connection, response(ApiKey.Metadata, 12, 5, every_topic), T0)
+    [(_, body)] = decode_responses(to_client(answered), [(ApiKey.Metadata, 12)])
+    assert [(t["name"], t["error_code"]) for t in body["topics"]] == [("t1", 0)]
 
 
 def test_metadata_never_auto_creates_a_topic_the_client_may_not_create() -> None:

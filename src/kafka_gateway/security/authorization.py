@@ -8,7 +8,8 @@ itself, with the error Kafka's broker gives in the place where Kafka puts it:
   the denied parts' errors into the answer that comes back, in Kafka's order;
 - everything denied: nothing goes on, and the gateway's answer is the whole response;
 - answers that list what a client may not see are filtered (ListGroups without Describe on the cluster, OffsetFetch
-  of all topics, Metadata of all topics).
+  of all topics, and every Metadata answer: a topic the client may not describe is left out even when the upstream
+  lists it unasked).
 Fetch and Produce are authorized by topic name; the gateway caps them below the versions that name topics by id
 (Fetch v13, Produce v13), so every request it sees names its topics.
 The checks read an `Authorizer` (acl.py); denials are reported to `on_denied` (for the metrics).
@@ -394,10 +395,11 @@ class _OffsetDelete(_Rule):
 
 
 class _Metadata(_Rule):
-    """Describe on each named topic (else 29 in its entry, no partitions); of all topics, only the describable
-    ones. A client that may not create the topics it names (Create on the cluster or on the topic) does not get
-    them auto-created: the forwarded request asks for no auto-creation, and a topic that then does not exist is
-    answered 29, as KafkaApis answers topics unauthorized for Create."""
+    """Describe on each named topic (else 29 in its entry, no partitions); any other topic the answer carries
+    (all topics, or more than were named), only if describable. A client that may not create the topics it names
+    (Create on the cluster or on the topic) does not get them auto-created: the forwarded request asks for no
+    auto-creation, and a topic that then does not exist is answered 29, as KafkaApis answers topics unauthorized
+    for Create."""
 
     def request(self, auth: Authorization, api_key: ApiKey, version: int, body: Mapping[str, Any]) -> Decision:
         topics = body.get("topics")
@@ -419,10 +421,12 @@ class _Metadata(_Rule):
         return Decision(forward, pending=(denied, no_create))
 
     def response(self, auth: Authorization, api_key: ApiKey, version: int, answer: Body, pending: Any) -> Body:
-        topics = list(answer.get("topics") or [])
-        if pending is None:  # all topics: only those the client may describe
-            return {**answer, "topics": [t for t in topics if auth.allowed(
-                api_key, Operation.DESCRIBE, ResourceType.TOPIC, str(t.get("name")), count=False)]}
+        # Every topic the answer carries is checked, not only those asked for: some brokers list all topics
+        # whatever was asked, and a topic the client may not describe must not reach it either way.
+        topics = [t for t in answer.get("topics") or [] if auth.allowed(
+            api_key, Operation.DESCRIBE, ResourceType.TOPIC, str(t.get("name")), count=False)]
+        if pending is None:  # all topics
+            return {**answer, "topics": topics}
         denied, no_create = pending
         unknown_topic = 3
         topics = [_topic_denied(t["name"]) if t.get("name") in no_create and t.get("error_code") == unknown_topic
