@@ -249,8 +249,11 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 
 class Administration:
-    """The administrative requests, as envelopes a coordinator answers: `ask` sends one and returns its answer's body
-    (a running job's topics; any coordinator that takes envelopes)."""
+    """The reads and administrative requests, as envelopes a coordinator answers: `ask` sends one and returns its
+    answer's body (a running job's topics; any coordinator that takes envelopes), the log end offsets and partitions
+    from the Kafka cluster at `bootstrap`."""
+
+    bootstrap: str
 
     def ask(self, api: str, version: int, body: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
@@ -267,6 +270,52 @@ class Administration:
         return self.ask(Api.OFFSET_DELETE, 0, {"group_id": group, "topics": [
             {"name": topic, "partitions": [{"partition_index": p} for p in partitions]}
             for topic, partitions in topics.items()]})
+
+    def describe(self, group: str) -> GroupView:
+        described = self.ask(Api.DESCRIBE_GROUPS, 5, {"groups": [group], "include_authorized_operations": False})
+        fetched = self.ask(Api.OFFSET_FETCH, 8, {"groups": [{"group_id": group, "topics": None}],
+                                                 "require_stable": False})
+        committed = {(t["name"], p["partition_index"]): int(p["committed_offset"])
+                     for t in fetched["groups"][0]["topics"] for p in t["partitions"] if p["committed_offset"] >= 0}
+        view = GroupView(described["groups"][0], committed)
+        topics = {topic for topic, _ in committed} | {topic for m in view.members() for topic, _ in m.assignment}
+        view.log_end = self._log_end_offsets(topics)
+        return view
+
+    def partitions(self, topic: str) -> list[int]:
+        from kafka import KafkaConsumer
+
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id=CLI_CLIENT_ID,
+                                 enable_auto_commit=False, group_id=None)
+        try:
+            partitions = consumer.partitions_for_topic(topic)
+        finally:
+            consumer.close()
+        if not partitions:
+            raise UsageError(f"topic {topic!r} does not exist on {self.bootstrap}; name its partitions as "
+                             f"--topic {topic}:0,1 to delete offsets of a topic that is gone")
+        return sorted(partitions)
+
+    def describe_streams(self, group: str) -> StreamsView | None:
+        body = self.ask(Api.STREAMS_GROUP_DESCRIBE, 0, {"group_ids": [group], "include_authorized_operations": False})
+        entry = body["groups"][0]
+        return None if entry["error"] == "GROUP_ID_NOT_FOUND" else StreamsView(entry)
+
+    def _log_end_offsets(self, topics: Iterable[str]) -> dict[tuple[str, int], int]:
+        from kafka import KafkaConsumer
+
+        from coordinator_job.broker import log_end_offsets
+
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id=CLI_CLIENT_ID,
+                                 enable_auto_commit=False, group_id=None)
+        try:
+            existing = consumer.topics()  # a topic the broker does not have has no log end offset (-)
+            ends = {}
+            for topic in sorted(set(topics) & existing):
+                ends.update({(topic, int(p)): int(end) for p, end in log_end_offsets(consumer, topic).items()})
+            return ends
+        finally:
+            consumer.close()
 
 
 class RunningJob(Administration):
@@ -305,57 +354,11 @@ class RunningJob(Administration):
         snapshots = self._read_compacted(str(self.settings["coordinator.snapshots.topic"]))
         return _listed(snapshots.values(), states)
 
-    def describe(self, group: str) -> GroupView:
-        described = self.ask(Api.DESCRIBE_GROUPS, 5, {"groups": [group], "include_authorized_operations": False})
-        fetched = self.ask(Api.OFFSET_FETCH, 8, {"groups": [{"group_id": group, "topics": None}],
-                                                 "require_stable": False})
-        committed = {(t["name"], p["partition_index"]): int(p["committed_offset"])
-                     for t in fetched["groups"][0]["topics"] for p in t["partitions"] if p["committed_offset"] >= 0}
-        view = GroupView(described["groups"][0], committed)
-        topics = {topic for topic, _ in committed} | {topic for m in view.members() for topic, _ in m.assignment}
-        view.log_end = self._log_end_offsets(topics)
-        return view
-
-    def partitions(self, topic: str) -> list[int]:
-        from kafka import KafkaConsumer
-
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id=CLI_CLIENT_ID,
-                                 enable_auto_commit=False, group_id=None)
-        try:
-            partitions = consumer.partitions_for_topic(topic)
-        finally:
-            consumer.close()
-        if not partitions:
-            raise UsageError(f"topic {topic!r} does not exist on {self.bootstrap}; name its partitions as "
-                             f"--topic {topic}:0,1 to delete offsets of a topic that is gone")
-        return sorted(partitions)
-
-    def describe_streams(self, group: str) -> StreamsView | None:
-        body = self.ask(Api.STREAMS_GROUP_DESCRIBE, 0, {"group_ids": [group], "include_authorized_operations": False})
-        entry = body["groups"][0]
-        return None if entry["error"] == "GROUP_ID_NOT_FOUND" else StreamsView(entry)
-
     def _read_compacted(self, topic: str) -> dict[str, dict[str, Any]]:
         """The latest value of every key of a compacted topic (a tombstone removes the key)."""
         from coordinator_job.broker import read_compacted
 
         return read_compacted(self.bootstrap, topic, CLI_CLIENT_ID, self.timeout_ms / 1000)
-
-    def _log_end_offsets(self, topics: Iterable[str]) -> dict[tuple[str, int], int]:
-        from kafka import KafkaConsumer
-
-        from coordinator_job.broker import log_end_offsets
-
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id=CLI_CLIENT_ID,
-                                 enable_auto_commit=False, group_id=None)
-        try:
-            existing = consumer.topics()  # a topic the broker does not have has no log end offset (-)
-            ends = {}
-            for topic in sorted(set(topics) & existing):
-                ends.update({(topic, int(p)): int(end) for p, end in log_end_offsets(consumer, topic).items()})
-            return ends
-        finally:
-            consumer.close()
 
 
 class UsageError(ValueError):

@@ -70,22 +70,24 @@ class Compared:
                 f"--- Kafka 4.4 (exit {self.kafka.returncode}) ---\n{self.kafka_text}")
 
 
-def _printed(result: ToolResult) -> str:
-    return f"exit {result.returncode}\n[stdout]\n{result.stdout}[stderr]\n{result.stderr}"
+def run_on(tool: str, command: str, side: Side) -> ToolResult:
+    """`tool --bootstrap-server B <command>` against one side, `command`'s `{name}`s that side's names."""
+    return run_tool(tool, "--bootstrap-server", side.bootstrap, *command.format(**side.names).split())
+
+
+def printed(result: ToolResult, side: Side) -> str:
+    """A tool's exit status, stdout and stderr, masked."""
+    return mask(f"exit {result.returncode}\n[stdout]\n{result.stdout}[stderr]\n{result.stderr}", side)
 
 
 def compare(tool: str, command: str, gateway: Side, kafka: Side,
             normalise: Callable[[str], str] = lambda text: text) -> Compared:
     """Runs `tool --bootstrap-server B <command>` on both sides at once; `command`'s `{name}`s are each side's names.
     `normalise` is applied to both masked outputs (e.g. `rows_in_any_order`)."""
-
-    def run(side: Side) -> ToolResult:
-        return run_tool(tool, "--bootstrap-server", side.bootstrap, *command.format(**side.names).split())
-
     with ThreadPoolExecutor(2) as pool:
-        on_gateway, on_kafka = pool.map(run, (gateway, kafka))
-    return Compared(command, on_gateway, on_kafka, normalise(mask(_printed(on_gateway), gateway)),
-                    normalise(mask(_printed(on_kafka), kafka)))
+        on_gateway, on_kafka = pool.map(lambda side: run_on(tool, command, side), (gateway, kafka))
+    return Compared(command, on_gateway, on_kafka, normalise(printed(on_gateway, gateway)),
+                    normalise(printed(on_kafka, kafka)))
 
 
 def assert_same(tool: str, command: str, gateway: Side, kafka: Side,

