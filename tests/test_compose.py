@@ -18,6 +18,7 @@ import pytest
 
 from coordinator_job.live_job import topic_specs
 from coordinator_job.settings import DEFAULTS, env_name, load_settings
+from kafka_jvm.build import kafka_version
 
 COMPOSE = Path(__file__).resolve().parents[1] / "docker-compose.yml"
 PROMETHEUS = COMPOSE.parent / "docker" / "prometheus.yml"
@@ -99,7 +100,9 @@ def test_services(compose: Any) -> None:
 def test_kafka_is_a_single_kraft_node_reachable_from_the_host_and_from_containers(compose: Any) -> None:
     kafka = compose["services"]["kafka"]
     env = kafka["environment"]
-    assert kafka["image"].startswith("apache/kafka:")
+    # The version the tests run (jvm/pom.xml's), so that what users start is what was tested.
+    assert kafka["image"] == f"apache/kafka:{kafka_version()}"
+    assert compose["services"]["topics"]["image"] == kafka["image"]
     assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
     listeners = dict(item.split("://") for item in env["KAFKA_LISTENERS"].split(","))
     advertised = dict(item.split("://") for item in env["KAFKA_ADVERTISED_LISTENERS"].split(","))

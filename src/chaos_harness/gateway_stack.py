@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from kafka import KafkaAdminClient
 from kafka.protocol.api_key import ApiKey
 
-from coordinator_job.broker import broker_or_embedded
 from kafka_gateway.gateway import Answered
 from kafka_gateway.runner import BackgroundGateway, loopback_gateway
+from kafka_jvm.embedded import broker_or_embedded
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

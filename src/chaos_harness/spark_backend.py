@@ -22,11 +22,11 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from coordinator_job.broker import broker_or_embedded
 from coordinator_job.live_job import LiveJob
 from coordinator_job.settings import SettingsError, load_settings
 from coordinator_job.spark_session import build_session
 from group_client.realtime import wall_clock_ms
+from kafka_jvm.embedded import broker_or_embedded
 
 from .live import LiveBackend
 from .run import HarnessError, describe_progress, new_chaos_run

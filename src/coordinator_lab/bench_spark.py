@@ -35,7 +35,7 @@ from coordinator_job.settings import (
 from coordinator_state import encode_group
 
 from .bench_restart import run_restart
-from .live_load import LoadPlan, add_linger_argument, run_live_load
+from .live_load import LoadPlan, add_broker_argument, add_linger_argument, run_live_load
 from .measuring import ProgressLog, breakdown, children, log, percentile, tree_cpu_seconds
 from .traffic_gen import (
     generate,
@@ -215,6 +215,7 @@ def add_spark_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drain", type=float, default=30,
                         help="live path: seconds the job gets after the load to answer the rest")
     add_linger_argument(parser)
+    add_broker_argument(parser)
     parser.add_argument("--operator", choices=[*STATEFUL_OPERATORS, "both"], default=None,
                         help="live path: the stateful operator(s) to run it under, one after the other in one run "
                              "(default: both with --live, else coordinator.stateful.operator)")
@@ -261,7 +262,8 @@ def live_figures(args: argparse.Namespace, settings: Mapping[str, Any], show: Ca
     chosen = args.operator or ("both" if args.live else stateful_operator(settings))
     operators = STATEFUL_OPERATORS if chosen == "both" else (chosen,)
     plan = LoadPlan(rate=args.rate, duration_s=args.duration, members=args.members, drain_s=args.drain,
-                    idle_s=args.idle, warm_up_s=args.warm_up, linger_ms=args.linger_ms, master=args.master)
+                    idle_s=args.idle, warm_up_s=args.warm_up, linger_ms=args.linger_ms, master=args.master,
+                    broker=args.broker)
     figures: dict[str, Any] = {}
     for operator in operators:
         log(f"live path under {operator}")

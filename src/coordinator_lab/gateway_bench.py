@@ -35,7 +35,7 @@ from kafka.admin import NewTopic
 
 from chaos_harness.gateway_stack import ENGINES, GatewayStack, gateway_stack, generation, read_group
 from chaos_harness.real_consumer import ConsumerProcess
-from coordinator_job.broker import broker_or_embedded
+from kafka_jvm.embedded import broker_or_embedded
 
 from .gateway_fuzz import GatewayProcess
 from .measuring import command_parser
@@ -137,7 +137,8 @@ def _load_average() -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = command_parser("coordinator_lab.gateway_bench", __doc__, "start the embedded Tansu broker",
+    parser = command_parser("coordinator_lab.gateway_bench", __doc__,
+                            "start an embedded broker (Apache Kafka 4.4; Tansu without Maven)",
                             "a single-broker upstream")
     parser.add_argument("--engines", default=",".join(ENGINES),
                         help=f"comma-separated, from {', '.join(ENGINES)} (default: both)")

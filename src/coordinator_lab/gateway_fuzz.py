@@ -45,9 +45,10 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.protocol.api_key import ApiKey
 
 from chaos_harness.real_consumer import ConsumerProcess
-from coordinator_job.broker import broker_or_embedded, create_topics
+from coordinator_job.broker import create_topics
 from kafka_gateway.apis import GROUP_APIS, request_class
 from kafka_gateway.codec import body_to_message
+from kafka_jvm.embedded import broker_or_embedded
 
 from .measuring import command_parser, log
 

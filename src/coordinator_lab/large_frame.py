@@ -26,11 +26,11 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from coordinator_job.broker import broker_or_embedded
 from kafka_gateway.apis import request_class, response_class
 from kafka_gateway.codec import body_to_message, message_to_body
 from kafka_gateway.frames import FrameSplitter
 from kafka_gateway.runner import BackgroundGateway, GatewayOptions, coordinator_limits, host_ports
+from kafka_jvm.embedded import broker_or_embedded
 
 ENTRY_BYTES = 14  # an assignment: member id "m%07d" (int16 length + 8 bytes), an empty assignment (int32 length)
 QUIET_S = 1.0

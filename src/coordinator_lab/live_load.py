@@ -34,6 +34,7 @@ from typing import Any
 
 from coordinator_job.broker import EmbeddedBroker
 from coordinator_state.envelope import API, Api, ResponseKey, response_key, routing_group_id
+from kafka_jvm.embedded import BROKER_KINDS, embedded_broker
 
 from .fetch_cost import fill
 from .measuring import ProgressLog, log, percentile, tree_cpu_seconds
@@ -297,16 +298,27 @@ def _seconds(ms: float | None) -> str:
 
 
 @contextmanager
-def _broker(bootstrap_servers: str | None) -> Iterator[EmbeddedBroker | None]:
-    if bootstrap_servers:
-        yield None
-        return
-    with EmbeddedBroker() as broker:
-        yield broker
+def _broker(plan: LoadPlan) -> Iterator[tuple[str | None, EmbeddedBroker | None, str]]:
+    """The given broker, else an embedded one (Tansu for a prefill, which writes with Tansu's own producer): its
+    address, the Tansu broker to prefill, and which broker it is."""
+    if plan.bootstrap_servers:
+        yield plan.bootstrap_servers, None, plan.bootstrap_servers
+    elif plan.prefill_batches:
+        with EmbeddedBroker() as tansu:
+            yield tansu.bootstrap_servers, tansu, "Tansu"
+    else:
+        with embedded_broker(plan.broker) as broker:
+            yield broker.bootstrap_servers, None, broker.description
 
 
 def _load_average() -> list[float]:
     return [round(x, 1) for x in os.getloadavg()]
+
+
+def add_broker_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--broker", choices=BROKER_KINDS, default=None,
+                        help="the embedded broker: kafka (Apache Kafka 4.4) or tansu (the in-memory stand-in); "
+                             "default: kafka where Java and Maven are present")
 
 
 def add_linger_argument(parser: argparse.ArgumentParser) -> None:
@@ -330,6 +342,7 @@ class LoadPlan:
     linger_ms: int = PRODUCER_LINGER_MS
     master: str = "local[2]"
     bootstrap_servers: str | None = None
+    broker: str | None = None  # the embedded broker's kind (kafka_jvm.embedded), when no bootstrap_servers
 
 
 def run_live_load(settings: Mapping[str, Any], plan: LoadPlan, show: Callable[[str], None]) -> dict[str, Any]:
@@ -341,18 +354,18 @@ def run_live_load(settings: Mapping[str, Any], plan: LoadPlan, show: Callable[[s
     # Enough members that each heartbeats every HEARTBEAT_INTERVAL_MS at the offered rate, as real consumers do.
     groups = max(1, math.ceil(plan.rate * HEARTBEAT_INTERVAL_MS / 1000 / plan.members))
     figures: dict[str, Any] = {"load_average_before": _load_average()}
-    with _broker(plan.bootstrap_servers) as broker, tempfile.TemporaryDirectory(prefix="live-load-") as checkpoint:
-        live = dict(settings)
-        if broker is not None:
-            live["bootstrap.servers"] = broker.bootstrap_servers
+    with _broker(plan) as (bootstrap, tansu, broker_name), \
+            tempfile.TemporaryDirectory(prefix="live-load-") as checkpoint:
+        live = {**settings, "bootstrap.servers": bootstrap}
+        figures["broker"] = broker_name
         topic = str(live["coordinator.requests.topic"])
         if plan.prefill_batches:
-            if broker is None:
+            if tansu is None:
                 raise ValueError("--prefill-batches needs the embedded broker (it writes with Tansu's own producer)")
             ensure_topics(live)
             for partition in range(int(live["coordinator.requests.partitions"])):
                 log(f"live load: prefilling {topic}-{partition} with {plan.prefill_batches:,} batches")
-                fill(broker, topic, partition, plan.prefill_batches)
+                fill(tansu, topic, partition, plan.prefill_batches)
             live["coordinator.starting.offsets"] = "latest"
         spark = build_session(live, plan.master, app_name="coordinator-live-load")
         progress = ProgressLog()

@@ -49,13 +49,14 @@ from pyspark.sql.worker.plan_data_source_read import records_to_arrow_batches
 
 from coordinator_job import kafka_source, task_metrics
 from coordinator_job.broker import (
+    END_LOOKUP_SETTINGS,
     FETCH_MAX_WAIT_MS,
     READER_FETCH_MAX_WAIT_MS,
-    broker_or_embedded,
     create_topics,
     log_end_offsets,
 )
 from coordinator_job.file_source import source_batch
+from kafka_jvm.embedded import broker_or_embedded
 
 from .measuring import command_parser, tree_cpu_seconds
 
@@ -180,7 +181,8 @@ def _line(side: str, label: str, figures: dict[str, float]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = command_parser("coordinator_lab.sink_cost", __doc__, "start an embedded Tansu broker",
+    parser = command_parser("coordinator_lab.sink_cost", __doc__,
+                            "start an embedded broker (Apache Kafka 4.4; Tansu without Maven)",
                             "an existing broker (a fresh topic is created on it)")
     parser.add_argument("--records", type=int, default=20_000, help="records per round")
     parser.add_argument("--value-bytes", type=int, default=300, help="bytes per response value")
@@ -199,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         create_topics(bootstrap, [(topic, args.partitions, False)])
         batches = responses(topic, args.records, args.value_bytes)
         planner = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                                fetch_max_wait_ms=FETCH_MAX_WAIT_MS)
+                                fetch_max_wait_ms=FETCH_MAX_WAIT_MS, **END_LOOKUP_SETTINGS)
         results: dict[str, list[dict[str, float]]] = {"sink": [], "source": [], "rdkafka": []}
 
         def round_trip(profile: bool) -> tuple[dict[str, float], dict[str, float]]:

@@ -10,7 +10,7 @@ import argparse
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .live_load import LoadPlan, add_linger_argument, run_live_load
+from .live_load import LoadPlan, add_broker_argument, add_linger_argument, run_live_load
 
 
 def add_soak_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,6 +22,7 @@ def add_soak_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prefill-batches", type=int, default=0, metavar="N",
                         help="first fill each request partition with N one-record batches (default: 0)")
     add_linger_argument(parser)
+    add_broker_argument(parser)
     parser.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
 
 
@@ -29,5 +30,5 @@ def run_soak(args: argparse.Namespace, settings: Mapping[str, Any], show: Callab
     """Runs the soak; `show` gets the status line once a second. Returns the figures."""
     return run_live_load(settings, LoadPlan(rate=args.rate, duration_s=args.duration, members=args.members,
                                             drain_s=args.drain, prefill_batches=args.prefill_batches,
-                                            linger_ms=args.linger_ms, master=args.master,
+                                            linger_ms=args.linger_ms, master=args.master, broker=args.broker,
                                             bootstrap_servers=getattr(args, "bootstrap_servers", None)), show)

@@ -11,12 +11,12 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 _JVM_DIR_ENV_VAR = "COORDINATOR_JVM_DIR"
-KAFKA_VERSION = "4.4.0"
 
 
 class JvmUnavailable(RuntimeError):
@@ -27,6 +27,14 @@ def jvm_dir() -> Path:
     """The Maven project: ``$COORDINATOR_JVM_DIR``, else jvm/ beside src/ in this checkout."""
     override = os.environ.get(_JVM_DIR_ENV_VAR)
     return Path(override) if override else Path(__file__).resolve().parents[2] / "jvm"
+
+
+def kafka_version() -> str:
+    """The Apache Kafka version jvm/pom.xml pins (its one place)."""
+    found = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", (jvm_dir() / "pom.xml").read_text())
+    if found is None:
+        raise JvmUnavailable(f"{jvm_dir() / 'pom.xml'} names no kafka.version")
+    return found.group(1)
 
 
 def missing_tools() -> list[str]:
