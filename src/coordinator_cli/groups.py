@@ -446,8 +446,8 @@ def state_table(view: GroupView, coordinator: str, verbose: bool) -> str:
 
 
 def list_table(listed: Sequence[Mapping[str, Any]]) -> str:
-    """ConsumerGroupCommand.printGroupInfo of `--list --state`: GROUP as wide as the longest id (at least 25)."""
-    width = _widest(25, (g["group_id"] for g in listed))
+    """ConsumerGroupCommand.printGroupInfo of `--list --state`: GROUP 10 wider than the longest id (at least 15)."""
+    width = _widest(15, (g["group_id"] for g in listed)) + 10
     return "\n".join(_printf(line, [width, 20]) for line in
                      [["GROUP", "STATE"], *([g["group_id"], g["group_state"]] for g in listed)])
 
