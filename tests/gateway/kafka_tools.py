@@ -50,7 +50,8 @@ def rows_in_any_order(text: str) -> str:
     header = next((i for i, line in enumerate(lines) if line.startswith("GROUP")), None)
     if header is None:
         return text
-    end = next((i for i in range(header + 1, len(lines)) if not lines[i].strip()), len(lines))
+    end = next((i for i in range(header + 1, len(lines)) if not lines[i].strip() or lines[i].startswith("[")),
+               len(lines))  # the table ends at a blank line or at the next stream's label
     return "\n".join([*lines[:header + 1], *sorted(lines[header + 1:end]), *lines[end:]])
 
 
