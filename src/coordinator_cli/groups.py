@@ -249,8 +249,11 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 
 class Administration:
-    """The administrative requests, as envelopes a coordinator answers: `ask` sends one and returns its answer's body
-    (a running job's topics; any coordinator that takes envelopes)."""
+    """The reads and administrative requests, as envelopes a coordinator answers: `ask` sends one and returns its
+    answer's body (a running job's topics; any coordinator that takes envelopes), the log end offsets and partitions
+    from the Kafka cluster at `bootstrap`."""
+
+    bootstrap: str
 
     def ask(self, api: str, version: int, body: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
@@ -267,6 +270,50 @@ class Administration:
         return self.ask(Api.OFFSET_DELETE, 0, {"group_id": group, "topics": [
             {"name": topic, "partitions": [{"partition_index": p} for p in partitions]}
             for topic, partitions in topics.items()]})
+
+    def describe(self, group: str) -> GroupView:
+        described = self.ask(Api.DESCRIBE_GROUPS, 5, {"groups": [group], "include_authorized_operations": False})
+        fetched = self.ask(Api.OFFSET_FETCH, 8, {"groups": [{"group_id": group, "topics": None}],
+                                                 "require_stable": False})
+        committed = {(t["name"], p["partition_index"]): int(p["committed_offset"])
+                     for t in fetched["groups"][0]["topics"] for p in t["partitions"] if p["committed_offset"] >= 0}
+        view = GroupView(described["groups"][0], committed)
+        topics = {topic for topic, _ in committed} | {topic for m in view.members() for topic, _ in m.assignment}
+        view.log_end = self._log_end_offsets(topics)
+        return view
+
+    def partitions(self, topic: str) -> list[int]:
+        from kafka import KafkaConsumer
+
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id=CLI_CLIENT_ID,
+                                 enable_auto_commit=False, group_id=None)
+        try:
+            partitions = consumer.partitions_for_topic(topic)
+        finally:
+            consumer.close()
+        if not partitions:
+            raise UsageError(f"topic {topic!r} does not exist on {self.bootstrap}; name its partitions as "
+                             f"--topic {topic}:0,1 to delete offsets of a topic that is gone")
+        return sorted(partitions)
+
+    def describe_streams(self, group: str) -> StreamsView | None:
+        body = self.ask(Api.STREAMS_GROUP_DESCRIBE, 0, {"group_ids": [group], "include_authorized_operations": False})
+        entry = body["groups"][0]
+        return None if entry["error"] == "GROUP_ID_NOT_FOUND" else StreamsView(entry)
+
+    def _log_end_offsets(self, topics: Iterable[str]) -> dict[tuple[str, int], int]:
+        from coordinator_job.broker import Consumer, log_end_offsets
+
+        consumer = Consumer(bootstrap_servers=self.bootstrap, client_id=CLI_CLIENT_ID, enable_auto_commit=False,
+                            group_id=None)
+        try:
+            existing = consumer.topics()  # a topic the broker does not have has no log end offset (-)
+            ends = {}
+            for topic in sorted(set(topics) & existing):
+                ends.update({(topic, int(p)): int(end) for p, end in log_end_offsets(consumer, topic).items()})
+            return ends
+        finally:
+            consumer.close()
 
 
 class RunningJob(Administration):
@@ -305,55 +352,11 @@ class RunningJob(Administration):
         snapshots = self._read_compacted(str(self.settings["coordinator.snapshots.topic"]))
         return _listed(snapshots.values(), states)
 
-    def describe(self, group: str) -> GroupView:
-        described = self.ask(Api.DESCRIBE_GROUPS, 5, {"groups": [group], "include_authorized_operations": False})
-        fetched = self.ask(Api.OFFSET_FETCH, 8, {"groups": [{"group_id": group, "topics": None}],
-                                                 "require_stable": False})
-        committed = {(t["name"], p["partition_index"]): int(p["committed_offset"])
-                     for t in fetched["groups"][0]["topics"] for p in t["partitions"] if p["committed_offset"] >= 0}
-        view = GroupView(described["groups"][0], committed)
-        topics = {topic for topic, _ in committed} | {topic for m in view.members() for topic, _ in m.assignment}
-        view.log_end = self._log_end_offsets(topics)
-        return view
-
-    def partitions(self, topic: str) -> list[int]:
-        from kafka import KafkaConsumer
-
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id=CLI_CLIENT_ID,
-                                 enable_auto_commit=False, group_id=None)
-        try:
-            partitions = consumer.partitions_for_topic(topic)
-        finally:
-            consumer.close()
-        if not partitions:
-            raise UsageError(f"topic {topic!r} does not exist on {self.bootstrap}; name its partitions as "
-                             f"--topic {topic}:0,1 to delete offsets of a topic that is gone")
-        return sorted(partitions)
-
-    def describe_streams(self, group: str) -> StreamsView | None:
-        body = self.ask(Api.STREAMS_GROUP_DESCRIBE, 0, {"group_ids": [group], "include_authorized_operations": False})
-        entry = body["groups"][0]
-        return None if entry["error"] == "GROUP_ID_NOT_FOUND" else StreamsView(entry)
-
     def _read_compacted(self, topic: str) -> dict[str, dict[str, Any]]:
         """The latest value of every key of a compacted topic (a tombstone removes the key)."""
         from coordinator_job.broker import read_compacted
 
         return read_compacted(self.bootstrap, topic, CLI_CLIENT_ID, self.timeout_ms / 1000)
-
-    def _log_end_offsets(self, topics: Iterable[str]) -> dict[tuple[str, int], int]:
-        from coordinator_job.broker import Consumer, log_end_offsets
-
-        consumer = Consumer(bootstrap_servers=self.bootstrap, client_id=CLI_CLIENT_ID, enable_auto_commit=False,
-                            group_id=None)
-        try:
-            existing = consumer.topics()  # a topic the broker does not have has no log end offset (-)
-            ends = {}
-            for topic in sorted(set(topics) & existing):
-                ends.update({(topic, int(p)): int(end) for p, end in log_end_offsets(consumer, topic).items()})
-            return ends
-        finally:
-            consumer.close()
 
 
 class UsageError(ValueError):
@@ -376,35 +379,75 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]], minimum: Seq
     return "\n".join(lines)
 
 
+def _printf(values: Sequence[object], widths: Sequence[int | None]) -> str:
+    """Java's printf of `%-Ns` columns separated by one space (None: a plain `%s`, no padding), as Kafka's tools
+    print their tables (trailing spaces included)."""
+    cells = [_value(v) for v in values]
+    return " ".join(c if w is None else c.ljust(w) for c, w in zip(cells, widths, strict=True))
+
+
+def _widest(minimum: int, values: Iterable[object]) -> int:
+    return max([minimum, *(len(_value(v)) for v in values)])
+
+
 def offsets_table(view: GroupView) -> str:
-    header = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
-              "CLIENT-ID"]
-    rows = [[r.group, r.topic, r.partition, r.current_offset, r.log_end_offset, r.lag, r.consumer_id, r.host,
-             r.client_id] for r in view.offset_rows()]
-    return _table(header, rows, [15, 15, 10, 15, 15, 15, 15, 15, 0])
+    """ConsumerGroupCommand.printOffsets (4.4): each line starts with a newline, the table ends with one."""
+    header: list[object] = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
+                            "HOST", "CLIENT-ID"]
+    rows: list[list[object]] = [[r.group, r.topic, r.partition, r.current_offset, r.log_end_offset, r.lag,
+                                 r.consumer_id, r.host, r.client_id] for r in view.offset_rows()]
+    widths = [_widest(15, (r[0] for r in rows)), _widest(15, (r[1] for r in rows)), 10, 15, 15, 15,
+              _widest(15, (r[6] for r in rows)), _widest(15, (r[7] for r in rows)), None]
+    return "".join("\n" + _printf(line, widths) for line in [header, *rows]) + "\n"
+
+
+def _assignment_string(partitions: Iterable[tuple[str, int]]) -> str:
+    """ConsumerGroupCommand.getAssignmentString: `topic:0,1` per topic, partitions ascending, topics sorted, `;`."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        by_topic.setdefault(topic, []).append(partition)
+    return ";".join(sorted(f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in by_topic.items())) or MISSING
 
 
 def members_table(view: GroupView, verbose: bool) -> str:
+    """ConsumerGroupCommand.printMembers (4.4): GROUP-INSTANCE-ID only when a member has one; with --verbose the
+    epochs (none for a classic member) and the current and target assignments (a classic member has no target)."""
     members = view.members()
     static = any(m.group_instance_id for m in members)
-    header = ["GROUP", "CONSUMER-ID", *(["GROUP-INSTANCE-ID"] if static else []), "HOST", "CLIENT-ID", "#PARTITIONS",
-              *(["ASSIGNMENT"] if verbose else [])]
-    rows = []
-    for m in members:
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in m.assignment:
-            by_topic.setdefault(topic, []).append(partition)
-        assignment = ", ".join(sorted(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in by_topic.items()))
-        rows.append([m.group, m.consumer_id, *([m.group_instance_id or MISSING] if static else []), m.host,
-                     m.client_id, len(m.assignment), *([assignment or MISSING] if verbose else [])])
-    return _table(header, rows, [15, 15, *([17] if static else []), 15, 15, 15, *([0] if verbose else [])])
+    assignments = [_assignment_string(m.assignment) for m in members]
+    widths: list[int | None] = [
+        _widest(15, (m.group for m in members)), _widest(15, (m.consumer_id for m in members)),
+        *([_widest(17, (m.group_instance_id or "" for m in members))] if static else []),
+        _widest(15, (m.host for m in members)), _widest(15, (m.client_id for m in members)), 15]
+    header: list[object] = ["GROUP", "CONSUMER-ID", *(["GROUP-INSTANCE-ID"] if static else []), "HOST", "CLIENT-ID",
+                            "#PARTITIONS"]
+    epochs: list[int | None] = [15, _widest(20, assignments), 15, 20]
+    lines = ["\n" + _printf(header, widths) + " "
+             + (_printf(["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"], epochs)
+                if verbose else "")]
+    for m, assignment in zip(members, assignments, strict=True):
+        row = [m.group, m.consumer_id, *([m.group_instance_id or ""] if static else []), m.host, m.client_id,
+               len(m.assignment)]
+        lines.append(_printf(row, widths) + " " + (_printf([None, assignment, None, None], epochs) if verbose else ""))
+    return "\n".join(lines) + "\n"
 
 
-def state_table(view: GroupView, coordinator: str) -> str:
+def state_table(view: GroupView, coordinator: str, verbose: bool) -> str:
+    """ConsumerGroupCommand.printStates (4.4); a classic group has no epochs (`-` with --verbose)."""
     described = view.described
-    strategy = described["protocol_data"] or ""
-    return _table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
-                  [[view.group, coordinator, strategy, view.state, len(described["members"])]], [25, 25, 20, 15, 0])
+    header: list[object] = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE",
+                            *(["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"] if verbose else []), "#MEMBERS"]
+    row: list[object] = [view.group, coordinator, described["protocol_data"] or None, view.state,
+                         *([None, None] if verbose else []), len(described["members"])]
+    widths = [max(15, len(view.group)), max(25, len(coordinator)), 20, 20, *([15, 25] if verbose else []), None]
+    return "".join("\n" + _printf(line, widths) for line in (header, row)) + "\n"
+
+
+def list_table(listed: Sequence[Mapping[str, Any]]) -> str:
+    """ConsumerGroupCommand.printGroupInfo of `--list --state`: GROUP 10 wider than the longest id (at least 15)."""
+    width = _widest(15, (g["group_id"] for g in listed)) + 10
+    return "\n".join(_printf(line, [width, 20]) for line in
+                     [["GROUP", "STATE"], *([g["group_id"], g["group_state"]] for g in listed)])
 
 
 def view_json(view: GroupView) -> dict[str, Any]:
@@ -631,7 +674,7 @@ def run_groups(args: argparse.Namespace, source: Source) -> int:
             print(json.dumps([{"group": g["group_id"], "state": g["group_state"], "type": g["group_type"],
                                "protocol_type": g["protocol_type"]} for g in listed]), file=out)
         elif args.state is not None:
-            print(_table(["GROUP", "STATE"], [[g["group_id"], g["group_state"]] for g in listed], [25, 20]), file=out)
+            print(list_table(listed), file=out)
         else:
             for g in listed:
                 print(g["group_id"], file=out)
@@ -679,17 +722,17 @@ def run_groups(args: argparse.Namespace, source: Source) -> int:
         return EXIT_FAILED if view.state == "Dead" else EXIT_OK
     notice = _state_notice(view)
     if notice is not None:
-        print(notice, file=err)
+        print(f"\n{notice}", file=err)  # after a blank line, as Kafka's tool prints it
     if view.state == "Dead":
         return EXIT_FAILED
     sections = []
     if args.state is not None:
-        sections.append(state_table(view, source.description))
+        sections.append(state_table(view, source.description, args.verbose))
     if args.members:
         sections.append(members_table(view, args.verbose))
     if (args.offsets or not (args.members or args.state is not None)) and view.offset_rows():
         sections.append(offsets_table(view))  # Kafka prints no offsets table for a group with no rows
-    print("\n\n".join(sections), file=out)
+    print("".join(sections), file=out, end="")
     return EXIT_OK
 
 

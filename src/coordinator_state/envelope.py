@@ -115,7 +115,7 @@ SUPPORTED_VERSIONS: dict[str, tuple[int, int]] = {
     Api.LEAVE_GROUP: (0, 5),
     Api.OFFSET_COMMIT: (0, 9),
     Api.OFFSET_FETCH: (0, 9),
-    Api.DESCRIBE_GROUPS: (0, 5),
+    Api.DESCRIBE_GROUPS: (0, 6),
     Api.LIST_GROUPS: (0, 5),
     Api.DELETE_GROUPS: (0, 2),
     Api.OFFSET_DELETE: (0, 0),

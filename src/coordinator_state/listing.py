@@ -41,13 +41,27 @@ def _top(version: int, throttle_from: int) -> dict[str, Any]:
     return body
 
 
+def _not_found(group_id: str, snapshot: Snapshot | None) -> str:
+    """The message of the GroupIdNotFoundException GroupMetadataManager.classicGroup throws for this group."""
+    if snapshot is None:
+        return f"Group {group_id} not found."
+    return f"Group {group_id} is not a classic group."
+
+
 def described_group(group_id: str, snapshot: Snapshot | None, version: int,
                     include_authorized_operations: bool) -> dict[str, Any]:
     """One DescribeGroups entry (GroupMetadataManager.describeGroups): a missing group, or one that is not a classic
-    group (a streams group), reads as Dead, no error."""
-    entry: dict[str, Any] = {"error_code": int(Error.NONE), "error": Error.NONE.name, "group_id": group_id}
+    group (a streams group), reads as Dead; with no error up to v5, with GROUP_ID_NOT_FOUND and its message from v6
+    (KIP-1043), and then without authorized operations (KafkaApis sets them only on a group described without error)."""
+    entry: dict[str, Any] = {"error_code": int(Error.NONE), "error": Error.NONE.name}
+    if version >= 6:
+        entry["error_message"] = None
+    entry["group_id"] = group_id
     if snapshot is None or group_type(snapshot) != GROUP_TYPE:
         entry.update(group_state=DEAD, protocol_type="", protocol_data="", members=[])
+        if version >= 6:
+            entry.update(error_code=int(Error.GROUP_ID_NOT_FOUND), error=Error.GROUP_ID_NOT_FOUND.name,
+                         error_message=_not_found(group_id, snapshot))
     else:
         stable = snapshot["state"] == "Stable"
         entry.update(
@@ -58,7 +72,7 @@ def described_group(group_id: str, snapshot: Snapshot | None, version: int,
         )
     if version >= 3:
         entry["authorized_operations"] = (ALL_GROUP_OPERATIONS if include_authorized_operations
-                                          else OPERATIONS_NOT_REQUESTED)
+                                          and entry["error_code"] == Error.NONE else OPERATIONS_NOT_REQUESTED)
     return entry
 
 

@@ -122,11 +122,15 @@ def test_describe_members_view_shows_instance_ids(replayed: dict[str, Path],
     status, out, _ = groups(replayed, capsys, "--describe", "--group", "orders", "--members", "--verbose")
     rows = columns(out)
     assert status == 0
-    assert rows[0] == ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
-    by_instance = {r[2]: r for r in rows[1:]}
-    assert set(by_instance) == {"i-a", "i-b", "-"}
-    assert by_instance["i-a"][1].startswith("i-a-") and by_instance["i-a"][3:6] == ["/10.0.0.1", "client-a", "3"]
-    assert by_instance["i-a"][6] == "events(0,1,2)" and by_instance["-"][6] == "events(5)"
+    assert rows[0] == ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+                       "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+    # Kafka 4.4's view: a dynamic member's instance id is blank; a classic member has no epochs and no target
+    by_client = {r[-6]: r for r in rows[1:]}
+    assert set(by_client) == {"client-a", "client-b", "client-c"}
+    assert by_client["client-a"][1].startswith("i-a-") and by_client["client-a"][2:6] == ["i-a", "/10.0.0.1",
+                                                                                          "client-a", "3"]
+    assert by_client["client-a"][6:] == ["-", "events:0,1,2", "-", "-"]
+    assert by_client["client-c"][2:] == ["/10.0.0.3", "client-c", "1", "-", "events:5", "-", "-"]
 
 
 def test_describe_state_and_json(replayed: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:

@@ -50,7 +50,7 @@ def test_api_versions_advertise_the_contract_and_the_proxied_apis_without_kip848
     table = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
     assert correlation_id == 5 and body["error_code"] == 0
     assert {k: table[k] for k in (11, 14, 12, 13, 8, 9, 15, 16, 42, 47)} == {
-        11: (0, 9), 14: (0, 5), 12: (0, 4), 13: (0, 5), 8: (0, 9), 9: (0, 9), 15: (0, 5), 16: (0, 5), 42: (0, 2),
+        11: (0, 9), 14: (0, 5), 12: (0, 4), 13: (0, 5), 8: (0, 9), 9: (0, 9), 15: (0, 6), 16: (0, 5), 42: (0, 2),
         47: (0, 0)}
     # Produce and Fetch below the versions whose answers may carry broker addresses (KIP-951).
     assert table[0] == (0, 9) and table[1] == (0, 15) and table[3] == (0, 12) and table[10] == (0, 6)

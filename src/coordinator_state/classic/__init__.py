@@ -23,13 +23,13 @@ from ..config import EngineConfig
 from ..envelope import Api, Response, response_envelope
 from ..errors import Error
 from ..no_group_answers import error_response
-from ..records import Request
+from ..records import DescribeGroups, Request
 from ..responses import error_response_body
 from ..timers import RETENTION_TIMER
 from .codec import decode, encode
 from .data import GROUP_TYPE, ClassicGroup
 from .events import deadline_lower_bound, fire_due, handle, next_deadline
-from .handlers import HANDLERS, absent_group
+from .handlers import HANDLERS, absent_group, describe_groups
 from .snapshot import snapshot
 
 NAME = GROUP_TYPE
@@ -61,11 +61,14 @@ def from_other_group(group: Any, req: Request, t: int, config: EngineConfig) -> 
     """A classic request for a group of another type (a streams group; PROTOCOL.md sections 10 and 11): a JoinGroup
     or a DeleteGroups is INCONSISTENT_GROUP_PROTOCOL or NON_EMPTY_GROUP (StreamsGroup.validateDeleteGroup) on a group
     with members and, on an Empty one, converts it (its offsets kept) where it would create a group (a DeleteGroups
-    always); the other APIs are answered as for a group that does not exist."""
+    always); DescribeGroups describes it as Kafka describes a group of another type; the other APIs are answered as
+    for a group that does not exist."""
     refusal = _CONVERTING.get(req.reply.api)
     if refusal is not None and not group.is_empty():
         body = error_response_body(req.reply.api, req.reply.version, refusal, group_id=req.group_id)
         return response_envelope(req.reply, req.group_id, t, body)
+    if isinstance(req, DescribeGroups):
+        return describe_groups.of_another_type(req, t, group.group_type)
     answer = None if req.reply.api == Api.DELETE_GROUPS else absent_group(req, t)
     if answer is not None or refusal is None:
         return answer if answer is not None else error_response(req, t, Error.UNKNOWN_MEMBER_ID)

@@ -264,14 +264,30 @@ class StreamsGroup(Outbox):
         self._put(self.offsets.entries, (topic, partition), value)
         self.offset_changes.append(OffsetChange(self.group_id, topic, partition, value))
 
-    def expiry_condition(self) -> ExpiryCondition:
-        """StreamsGroup.offsetExpirationCondition (from each offset's commit time) with isSubscribedToTopic folded
-        in: while the group has members, offsets of its topology's source topics never expire."""
+    def subscribed_topics(self) -> frozenset[str]:
+        """StreamsGroup.isSubscribedToTopic: while the group has members, its topology's source and repartition
+        source topics."""
         topology = self.topology
-        kept = frozenset() if not self.members or topology is None else frozenset(
+        return frozenset() if not self.members or topology is None else frozenset(
             topic for s in topology.subtopologies
             for topic in (*s.source_topics, *(t.name for t in s.repartition_source_topics)))
-        return ExpiryCondition(self.config.offsets_retention_ms, kept_topics=kept)
+
+    def expiry_condition(self) -> ExpiryCondition:
+        """StreamsGroup.offsetExpirationCondition (from each offset's commit time) with isSubscribedToTopic folded
+        in: offsets of the topics it is subscribed to never expire."""
+        return ExpiryCondition(self.config.offsets_retention_ms, kept_topics=self.subscribed_topics())
+
+    def remove_offset(self, topic: str, partition: int) -> None:
+        """Removes one committed offset, if there is one, and records the tombstone for the offsets topic."""
+        if (topic, partition) in self.offsets.entries:
+            self._pop(self.offsets.entries, (topic, partition))
+            self.offset_changes.append(OffsetChange(self.group_id, topic, partition, None))
+
+    def remove_if_forgotten(self) -> None:
+        """An Empty group without offsets whose retention timer has already fired goes now (when the timer is still
+        pending, it goes then)."""
+        if not self.members and not self.offsets and self.timers.get(RETENTION_TIMER) is None:
+            self.removed = True
 
     def settle_offset_expiry(self) -> None:
         """The offsets timer at the next expiry deadline under the group's condition now (after an event that may
@@ -288,8 +304,7 @@ class StreamsGroup(Outbox):
         """OffsetMetadataManager.cleanupExpiredOffsets: what expired by `t` goes; an Empty group whose last offset
         went is removed."""
         for topic, partition in self.offsets.expired(self.expiry_condition(), t):
-            self._pop(self.offsets.entries, (topic, partition))
-            self.offset_changes.append(OffsetChange(self.group_id, topic, partition, None))
+            self.remove_offset(topic, partition)
         if not self.members and not self.offsets:
             self.removed = True
         else:

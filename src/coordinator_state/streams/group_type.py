@@ -13,12 +13,20 @@ from typing import TYPE_CHECKING, Any
 from ..config import EngineConfig
 from ..envelope import Api, Response, response_envelope
 from ..errors import Error
-from ..records import OffsetCommit, OffsetFetch, Reply, Request, StreamsGroupDescribe, StreamsGroupHeartbeat
+from ..records import (
+    OffsetCommit,
+    OffsetDelete,
+    OffsetFetch,
+    Reply,
+    Request,
+    StreamsGroupDescribe,
+    StreamsGroupHeartbeat,
+)
 from .answers import heartbeat_body
 from .codec import decode_streams_group, encode_streams_group
 from .group import StreamsGroup
 from .heartbeat import steady_heartbeat, streams_heartbeat
-from .offsets import handle_offset_commit, handle_offset_fetch
+from .offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
 from .views import describe_entry, not_found_entry, snapshot
 
 if TYPE_CHECKING:
@@ -30,9 +38,9 @@ __all__ = ["APIS", "HANDLES", "NAME", "absent_group", "create", "deadline_lower_
 NAME = "streams"
 STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE = "StreamsGroupHeartbeat", "StreamsGroupDescribe"
 APIS = frozenset({STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE})
-# A streams group also takes the offsets APIs (StreamsGroup.validateOffsetCommit / validateOffsetFetch); the classic
-# group's other APIs meet it through the classic type's `from_other_group`.
-HANDLES = APIS | {Api.OFFSET_COMMIT, Api.OFFSET_FETCH}
+# A streams group also takes the offsets APIs (StreamsGroup.validateOffsetCommit / validateOffsetFetch /
+# validateOffsetDelete); the classic group's other APIs meet it through the classic type's `from_other_group`.
+HANDLES = APIS | {Api.OFFSET_COMMIT, Api.OFFSET_FETCH, Api.OFFSET_DELETE}
 StreamsRequest = StreamsGroupHeartbeat | StreamsGroupDescribe
 
 # Whether a request to an absent group creates one does not depend on the settings (a first member always fits):
@@ -89,6 +97,8 @@ def handle(group: StreamsGroup, request: Request, t: int) -> None:
             group.out.append(describe_response(group, request, t))
         elif isinstance(request, OffsetCommit):
             handle_offset_commit(group, request, t)
+        elif isinstance(request, OffsetDelete):
+            handle_offset_delete(group, request, t)
         else:
             assert isinstance(request, OffsetFetch)
             handle_offset_fetch(group, request, t)

@@ -1,5 +1,5 @@
-"""OffsetCommit and OffsetFetch against a streams group (StreamsGroup.validateOffsetCommit / validateOffsetFetch,
-PROTOCOL.md section 10, Group types).
+"""OffsetCommit, OffsetFetch and OffsetDelete against a streams group (StreamsGroup.validateOffsetCommit /
+validateOffsetFetch / validateOffsetDelete, PROTOCOL.md section 10, Group types).
 
 The member epoch travels in OffsetCommit's `generation_id_or_member_epoch`. A negative epoch commits only while the
 group has no members (the admin client, or a consumer outside group management); a member's commit must come from
@@ -16,11 +16,12 @@ from collections.abc import Iterable
 from ..envelope import response_envelope
 from ..errors import Error
 from ..offsets import commit_partitions
-from ..records import OffsetCommit, OffsetFetch
-from ..responses import commit_body, commit_refused, fetch_body
+from ..records import OffsetCommit, OffsetDelete, OffsetFetch
+from ..responses import commit_body, commit_refused, fetch_body, offset_delete_body
 from .group import StreamsGroup
 
-__all__ = ["handle_offset_commit", "handle_offset_fetch", "validate_offset_commit", "validate_offset_fetch"]
+__all__ = ["handle_offset_commit", "handle_offset_delete", "handle_offset_fetch", "validate_offset_commit",
+           "validate_offset_fetch"]
 
 
 def handle_offset_commit(group: StreamsGroup, req: OffsetCommit, t: int) -> None:
@@ -40,6 +41,24 @@ def handle_offset_fetch(group: StreamsGroup, req: OffsetFetch, t: int) -> None:
     error = validate_offset_fetch(group, req.member_id, req.member_epoch)
     body = fetch_body(req, group.offsets) if error is None else fetch_body(req, None, error)
     group.out.append(response_envelope(req.reply, req.group_id, t, body))
+
+def handle_offset_delete(group: StreamsGroup, req: OffsetDelete, t: int) -> None:
+    """OffsetMetadataManager.deleteOffsets on a streams group, which StreamsGroup.validateOffsetDelete allows in every
+    state: each partition of a topic the group is subscribed to is GROUP_SUBSCRIBED_TO_TOPIC, every other one NONE,
+    its offset removed. The group stays, Empty or not (a plain Kafka 4.4 broker keeps it until its cleanup): an Empty
+    one goes when its retention timer fires, or at once if that fired while offsets kept it."""
+    subscribed = group.subscribed_topics()
+    results = []
+    for topic in req.topics:
+        if topic.name in subscribed:
+            results.append((topic.name, [(p, Error.GROUP_SUBSCRIBED_TO_TOPIC) for p in topic.partition_indexes]))
+            continue
+        for partition in topic.partition_indexes:
+            group.remove_offset(topic.name, partition)
+        results.append((topic.name, [(p, Error.NONE) for p in topic.partition_indexes]))
+    group.remove_if_forgotten()
+    group.out.append(response_envelope(req.reply, req.group_id, t, offset_delete_body(Error.NONE, results)))
+
 
 # The first OffsetCommit version a member of the streams protocol may use.
 FIRST_STREAMS_COMMIT_VERSION = 9
