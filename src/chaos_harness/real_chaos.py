@@ -36,7 +36,7 @@ from kafka.admin import NewTopic
 
 from . import real_streams
 from .gateway_stack import GatewayStack, gateway_stack, generation, read_group
-from .real_consumer import LIBRARIES, ConsumerProcess, missing_library
+from .real_consumer import LIBRARIES, ConsumerProcess, heartbeat_interval_ms, missing_library
 from .run import write_report
 
 if TYPE_CHECKING:
@@ -78,6 +78,7 @@ class RealChaos:
         self.membership, self.session_timeout_ms = membership, chosen["session_timeout_ms"]
         self.down_s, self.interval_s = chosen["down_ms"] / 1000, chosen["interval_ms"] / 1000
         self.settle_limit_s = 2 * self.session_timeout_ms / 1000 + SETTLE_LIMIT_S
+        self._forming: tuple[int | None, float] = (None, 0.0)  # the generation the group stood at, and since when
         self.engine_config = {"group.initial.rebalance.delay.ms": 500, "group.min.session.timeout.ms": 1_000,
                               **(engine_config or {})}
         suffix = secrets.token_hex(4)
@@ -105,8 +106,7 @@ class RealChaos:
             producer.start()
             try:
                 self.current = [self._start(i) for i in range(self.members)]
-                self._wait(lambda: self._settled() and generation(stack, self.group) is not None,
-                           self.settle_limit_s, "the group to form")
+                self._wait(self._stood, self.settle_limit_s, "the group to form")
                 self._note("stable", None)
                 stable_at = time.time()
                 before = {p.instance_id or str(i): p.assignment() for i, p in enumerate(self.current)}
@@ -205,6 +205,17 @@ class RealChaos:
 
     def _note(self, kind: str, member: int | None) -> None:
         self.timeline.append({"at_ms": round((time.time() - self._t0) * 1000), "kind": kind, "member": member})
+
+    def _stood(self) -> bool:
+        """Settled, at one generation, for two heartbeat intervals: members that start a moment apart can form the
+        group in two generations, the first holding every partition for a moment (its rebalance is the forming's,
+        not the scenario's)."""
+        current = generation(self.stack, self.group) if self._settled() else None
+        now = time.monotonic()
+        if current is None or current != self._forming[0]:
+            self._forming = (current, now)
+            return False
+        return now - self._forming[1] >= 2 * heartbeat_interval_ms(self.session_timeout_ms) / 1000
 
     def _settled(self) -> bool:
         assignments = [p.assignment() for p in self.current]

@@ -43,6 +43,26 @@ def mask(text: str, side: Side) -> str:
     return _LOG_TIME.sub("[<time>]", text)
 
 
+def only_our_groups(text: str) -> str:
+    """A `--list` with only the groups this test named ({key} once masked), in sorted order, columns one space apart.
+    The session's broker also holds every other test's groups: their lines go, and the tools size the GROUP column to
+    the longest id they list, theirs included; the broker lists in its coordinator's hash map order. The header, the
+    streams' labels and the exit status stay where they are."""
+    kept: list[str] = []
+    ours: list[str] = []
+    for line in text.split("\n"):
+        if line.startswith("{"):
+            ours.append(" ".join(line.split()))
+            continue
+        kept.extend(sorted(ours))
+        ours = []
+        if line.startswith("GROUP"):
+            kept.append(" ".join(line.split()))
+        elif line.startswith(("[", "exit")) or not line.strip():
+            kept.append(line)
+    return "\n".join([*kept, *sorted(ours)])
+
+
 def rows_in_any_order(text: str) -> str:
     """A table's rows sorted (its header line first): for views whose row order is a hash map's (Kafka lists a
     classic group's members in the order of a HashMap keyed by member id, whose UUID part is random)."""

@@ -30,7 +30,7 @@ from kafka_gateway.coordinators import LocalEngine
 from kafka_gateway.runner import BackgroundGateway, GatewayOptions, host_port
 from kafka_jvm.tools import CONSUMER_GROUPS
 
-from .kafka_tools import Side, assert_same, mask, printed, rows_in_any_order, run_on
+from .kafka_tools import Side, assert_same, mask, only_our_groups, printed, rows_in_any_order, run_on
 
 pytestmark = pytest.mark.kafka
 PARTITIONS, RECORDS_PER_PARTITION = 3, 10
@@ -105,16 +105,10 @@ def groups(kafka_bootstrap: str) -> Iterator[Groups]:
 
 
 def test_list(groups: Groups) -> None:
-    # The session's broker holds every test's groups, the gateway's engine only this module's: only this module's
-    # lines are compared (with the header and the exit status), in any order (the broker lists its groups in the
-    # order of its coordinator's hash map).
-    def ours(text: str) -> str:
-        lines = text.split("\n")
-        return "\n".join([line for line in lines if not line.startswith("{")]
-                         + sorted(line for line in lines if line.startswith("{")))
-
-    assert_same(CONSUMER_GROUPS, "--list --state", groups.gateway, groups.kafka, ours)
-    assert_same(CONSUMER_GROUPS, "--list --type", groups.gateway, groups.kafka, ours)
+    # The session's broker holds every test's groups, the gateway's engine only this module's (only_our_groups), listed
+    # in the order of the broker's coordinator's hash map.
+    assert_same(CONSUMER_GROUPS, "--list --state", groups.gateway, groups.kafka, only_our_groups)
+    assert_same(CONSUMER_GROUPS, "--list --type", groups.gateway, groups.kafka, only_our_groups)
 
 
 def test_describe_a_stable_group_of_static_members(groups: Groups) -> None:

@@ -24,7 +24,7 @@ from coordinator_job.broker import create_topics
 from kafka_gateway.runner import BackgroundGateway, GatewayOptions, host_port
 from kafka_jvm.tools import STREAMS_GROUPS
 
-from .kafka_tools import Side, assert_same, rows_in_any_order
+from .kafka_tools import Side, assert_same, only_our_groups, rows_in_any_order
 from .streams_wire import StreamsMember, settle, topology
 from .wire import RawClient
 
@@ -150,10 +150,7 @@ def _without_assignor(text: str) -> str:
 def test_list_and_describe_a_stable_streams_group(apps: Apps) -> None:
     gateway, kafka = apps.gateway.side, apps.kafka.side
 
-    def ours(text: str) -> str:  # as in the consumer groups' --list: the session broker holds other tests' groups
-        return "\n".join(line for line in text.split("\n") if not line.startswith(("gw-", "kf-")) or "{app}" in line)
-
-    assert_same(STREAMS_GROUPS, "--list --state", gateway, kafka, ours)
+    assert_same(STREAMS_GROUPS, "--list --state", gateway, kafka, only_our_groups)
     assert_same(STREAMS_GROUPS, "--describe --group {app} --offsets --verbose", gateway, kafka)
     assert_same(STREAMS_GROUPS, "--describe --group {app} --members --verbose", gateway, kafka, rows_in_any_order)
     assert_same(STREAMS_GROUPS, "--describe --group {app} --state --verbose", gateway, kafka, _without_assignor)
