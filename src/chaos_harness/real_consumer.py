@@ -18,7 +18,6 @@ coordinator. What a process writes on stderr (its library's log: the Java client
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
 import json
 import os
@@ -27,10 +26,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, cast
 
 from kafka_jvm.build import missing_tools
+
+from .event_process import EventProcess
 
 LIBRARIES = ("kafka-python", "confluent", "java")
 JAVA_CONSUMER = "coordinator.jvm.ChaosConsumer"
@@ -169,7 +170,7 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-class ConsumerProcess:
+class ConsumerProcess(EventProcess):
     """The parent's handle on one real consumer process (`library` one of LIBRARIES): its events as they come, its
     log, stop, kill."""
 
@@ -186,52 +187,27 @@ class ConsumerProcess:
         if instance_id is not None:
             options += ["--instance-id", instance_id]
         self.started = time.time()
-        self.stop_requested: float | None = None  # wall clock, seconds
-        self.events: list[dict[str, Any]] = []
         self.log: list[str] = []  # stderr, a line each
-        self._changed = threading.Condition()
         if library == "java":
             from kafka_jvm.cluster import run_java  # here: the Python consumer processes import this module
 
-            self._process = cast("subprocess.Popen[str]", run_java(
+            process = cast("subprocess.Popen[str]", run_java(
                 JAVA_CONSUMER, *options, jvm_options=JAVA_OPTIONS, stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         else:
-            self._process = subprocess.Popen(
+            process = subprocess.Popen(
                 [sys.executable, "-m", "chaos_harness.real_consumer", "--library", library, *options],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                 env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-        self._reader = threading.Thread(target=self._read, name=f"consumer-{instance_id}", daemon=True)
-        self._reader.start()
+        self._follow(process, f"consumer-{instance_id}")
         self._log_reader = threading.Thread(target=self._read_log, name=f"consumer-log-{instance_id}", daemon=True)
         self._log_reader.start()
-
-    def _read(self) -> None:
-        assert self._process.stdout is not None
-        for line in self._process.stdout:
-            with contextlib.suppress(ValueError):
-                event = json.loads(line)
-                with self._changed:
-                    self.events.append(event)
-                    self._changed.notify_all()
-        with self._changed:
-            self._changed.notify_all()
+        self._readers.append(self._log_reader)
 
     def _read_log(self) -> None:
         assert self._process.stderr is not None
         for line in self._process.stderr:
             self.log.append(line.rstrip("\n"))
-
-    def wait_for(self, predicate: Callable[[list[dict[str, Any]]], bool], timeout_s: float) -> bool:
-        """Waits until `predicate(events)` holds (True) or the time is up or the process ended (False)."""
-        deadline = time.monotonic() + timeout_s
-        with self._changed:
-            while not predicate(self.events):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or (self._process.poll() is not None and not self._reader.is_alive()):
-                    return predicate(self.events)
-                self._changed.wait(min(remaining, 0.5))
-            return True
 
     def assignment(self) -> list[int] | None:
         """The partitions of the latest `assigned` event after the latest `revoked`, None before any."""
@@ -245,23 +221,3 @@ class ConsumerProcess:
 
     def records(self) -> list[tuple[int, int]]:
         return [(p, o) for e in list(self.events) if e["event"] == "records" for p, o in e["records"]]
-
-    def stop(self, timeout_s: float = 30.0) -> int:
-        """SIGTERM: commit the current batch, close; returns the exit code (killed if it does not stop)."""
-        self.stop_requested = self.stop_requested or time.time()
-        if self._process.poll() is None:
-            self._process.send_signal(signal.SIGTERM)
-        try:
-            return self._process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return -9
-
-    def kill(self) -> None:
-        """SIGKILL: a crash, nothing committed or closed."""
-        self.stop_requested = self.stop_requested or time.time()
-        if self._process.poll() is None:
-            self._process.kill()
-        self._process.wait(30)
-        self._reader.join(5)
-        self._log_reader.join(5)

@@ -16,19 +16,17 @@ summarizes.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import re
-import signal
 import subprocess
-import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from kafka_jvm.cluster import run_java
+
+from .event_process import EventProcess
 
 MAIN_CLASS = "coordinator.jvm.StreamsCounter"
 # A small heap, and the client compiler only: an instance reached its first state change in 8-21 s with these, 11-30 s
@@ -53,7 +51,7 @@ _VARYING = [(re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-
             (re.compile(r"\d+"), "<n>")]
 
 
-class StreamsProcess:
+class StreamsProcess(EventProcess):
     """The parent's handle on one Kafka Streams instance: its events as they come, stop, kill."""
 
     def __init__(self, bootstrap_servers: str, application_id: str, input_topic: str, output_topic: str,
@@ -69,41 +67,14 @@ class StreamsProcess:
         if instance_id is not None:
             args += ["--instance-id", instance_id]
         self.started = time.time()
-        self.stop_requested: float | None = None  # wall clock, seconds
-        self.events: list[dict[str, Any]] = []
-        self._changed = threading.Condition()
-        self._process = run_java(MAIN_CLASS, *args, jvm_options=[*JVM_OPTIONS, f"-Dlog4j2.configurationFile={log4j}"],
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                 text=True)
-        self._reader = threading.Thread(target=self._read, name=f"streams-{instance_id or directory.name}",
-                                        daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self._process.stdout is not None
-        for line in self._process.stdout:
-            with contextlib.suppress(ValueError):
-                event = json.loads(line)
-                with self._changed:
-                    self.events.append(event)
-                    self._changed.notify_all()
-        with self._changed:
-            self._changed.notify_all()
+        process = cast("subprocess.Popen[str]", run_java(
+            MAIN_CLASS, *args, jvm_options=[*JVM_OPTIONS, f"-Dlog4j2.configurationFile={log4j}"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
+        self._follow(process, f"streams-{instance_id or directory.name}")
 
     @property
     def alive(self) -> bool:
         return self._process.poll() is None
-
-    def wait_for(self, predicate: Callable[[list[dict[str, Any]]], bool], timeout_s: float) -> bool:
-        """Waits until `predicate(events)` holds (True) or the time is up or the process ended (False)."""
-        deadline = time.monotonic() + timeout_s
-        with self._changed:
-            while not predicate(self.events):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or (self._process.poll() is not None and not self._reader.is_alive()):
-                    return predicate(self.events)
-                self._changed.wait(min(remaining, 0.5))
-            return True
 
     def state(self) -> str | None:
         """The instance's latest state (KafkaStreams.State), None before its first change."""
@@ -120,28 +91,6 @@ class StreamsProcess:
 
     def errors(self) -> list[str]:
         return [str(e["message"]) for e in list(self.events) if e["event"] == "error"]
-
-    def stop(self, timeout_s: float = 30.0) -> int:
-        """SIGTERM: the instance closes (commits, leaves as its membership says); returns the exit code (killed if
-        it does not stop in time)."""
-        self.stop_requested = self.stop_requested or time.time()
-        if self._process.poll() is None:
-            self._process.send_signal(signal.SIGTERM)
-        try:
-            code = self._process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return -9
-        self._reader.join(5)
-        return code
-
-    def kill(self) -> None:
-        """SIGKILL: a crash, nothing committed or closed."""
-        self.stop_requested = self.stop_requested or time.time()
-        if self._process.poll() is None:
-            self._process.kill()
-        self._process.wait(30)
-        self._reader.join(5)
 
 
 def log_warnings(directories: Iterable[Path]) -> dict[str, int]:
