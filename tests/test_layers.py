@@ -140,7 +140,7 @@ def test_the_envelope_needs_none_of_the_engines_state_machine() -> None:
 
 # What the job's package may import: the engine, itself, Spark and what a deployment installs with it.
 JOB_MAY_IMPORT = {"coordinator_state", "coordinator_metrics", "coordinator_job", "pyspark", "pyarrow", "pandas",
-                  "kafka", "confluent_kafka", "prometheus_client"}
+                  "kafka", "confluent_kafka", "prometheus_client", "py4j"}
 LAB_WORDS = re.compile(r"bench|traffic_gen|generat|soak|ceiling|empty_(step|operator|processor)", re.IGNORECASE)
 
 

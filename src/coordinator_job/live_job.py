@@ -19,6 +19,7 @@ from typing import Any
 
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
+from py4j.protocol import Py4JError
 from pyspark import Accumulator, AccumulatorParam
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
@@ -376,4 +377,9 @@ class LiveJob:
 
     def _watch(self) -> None:
         while not self._closed.wait(MONITOR_INTERVAL_S):
-            self.refresh()
+            # A call to the JVM can fail for a moment (py4j's connection reset under load, seen in `./dev demo`): the
+            # status goes on at the next interval instead of freezing with this thread.
+            try:
+                self.refresh()
+            except Py4JError as exc:
+                log.warning("the job's status could not be read this time (%s); trying again", exc)
