@@ -47,6 +47,10 @@ def _base_properties(nodes: int) -> dict[str, str]:
         "share.coordinator.state.topic.min.isr": "1",
         "default.replication.factor": "1",
         "min.insync.replicas": "1",
+        # The tests, replays and benches write recorded traffic stamped with its event time (from 2023's simulation
+        # epoch): Kafka's retention deletes by record time, so within its 5-minute check a topic's log start passed
+        # offsets a test still read (OFFSET_OUT_OF_RANGE at offset 0). Nothing on these brokers lives long.
+        "log.retention.ms": "-1",
     }
 
 
