@@ -221,12 +221,7 @@ class RealStreamsChaos:
         repartition = repartition_topic(self.application_id)
         partitions = [TopicPartition(self.input if task.startswith("0_") else repartition, int(task.split("_")[1]))
                       for task in tasks]
-        admin = KafkaAdminClient(bootstrap_servers=self._address, client_id="chaos-streams-admin")
-        try:
-            committed = admin.list_group_offsets({self.application_id: partitions})[self.application_id]
-            ends = admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in partitions})
-        finally:
-            admin.close()
+        committed, ends = self._committed_and_ends(partitions)
         ranges = {tp: (committed[tp].offset if tp in committed and committed[tp].offset >= 0 else 0, ends[tp].offset)
                   for tp in partitions}
         acknowledged = self._acknowledged()  # every record below those ends was sent before they were read
@@ -281,16 +276,22 @@ class RealStreamsChaos:
         entry = describe(self._address, self.application_id)
         return settled(entry, members) and len(ownership(entry)) == 2 * self.partitions
 
-    def _all_committed(self) -> bool:
-        """The group committed every record of the input and repartition topics (so the output is complete)."""
-        topics = (self.input, repartition_topic(self.application_id))
-        partitions = [TopicPartition(topic, p) for topic in topics for p in range(self.partitions)]
+    def _committed_and_ends(self, partitions: list[TopicPartition]) -> tuple[dict[TopicPartition, Any],
+                                                                              dict[TopicPartition, Any]]:
+        """The group's committed offsets of `partitions` and their log ends, as the coordinator and the cluster say."""
         admin = KafkaAdminClient(bootstrap_servers=self._address, client_id="chaos-streams-admin")
         try:
             committed = admin.list_group_offsets({self.application_id: partitions})[self.application_id]
             ends = admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in partitions})
         finally:
             admin.close()
+        return committed, ends
+
+    def _all_committed(self) -> bool:
+        """The group committed every record of the input and repartition topics (so the output is complete)."""
+        topics = (self.input, repartition_topic(self.application_id))
+        partitions = [TopicPartition(topic, p) for topic in topics for p in range(self.partitions)]
+        committed, ends = self._committed_and_ends(partitions)
         return all(tp in committed and committed[tp].offset >= ends[tp].offset for tp in partitions)
 
     def _poll(self) -> None:
